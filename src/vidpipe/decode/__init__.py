@@ -1,0 +1,1 @@
+"""Decoder backends (one module each) behind one interface, and the ``auto`` selection."""

@@ -1,0 +1,134 @@
+"""The decoder interface every backend implements, and the stream description they share."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from vidpipe._validate import check_range
+from vidpipe.errors import ConfigError
+from vidpipe.types import ColorSpec, FrameBatch
+
+if TYPE_CHECKING:
+    import torch
+
+DecoderName = Literal["auto", "nvdec", "pyav", "dali"]
+DECODER_NAMES: tuple[str, ...] = ("auto", "nvdec", "pyav", "dali")
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """What the container says about one video stream (no frame decoded).
+
+    ``frame_count`` is the container's count (``None`` if unknown; it may be an estimate from the
+    duration, see ``frame_count_exact``). ``color`` is the stream's matrix and range; when the
+    stream leaves them unspecified the usual convention is assumed (BT.601 below 720 lines, else
+    BT.709; limited range) and ``color_specified`` is ``False``.
+    """
+
+    source: str
+    container: str
+    codec: str
+    profile: str | None
+    width: int
+    height: int
+    pix_fmt: str | None
+    bit_depth: int
+    chroma: Literal["420", "422", "444", "400"] | None
+    fps: float | None
+    frame_count: int | None
+    frame_count_exact: bool
+    duration: float | None
+    time_base: Fraction
+    start_time: float | None
+    bit_rate: int | None
+    color: ColorSpec
+    color_specified: bool
+    rotation: int = 0
+    stream_index: int = 0
+    extra: dict = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """Which frames to deliver. Frames outside the selection are never converted or kept.
+
+    Attributes:
+        frame_skip: keep every ``frame_skip``-th frame (1 keeps all). Kept frames keep their
+            original indices (0, N, 2N, ...).
+        max_frames: stop after this many *kept* frames (``None``: no limit).
+        start: first presentation time in seconds to keep (``None``: from the beginning).
+        end: presentation time in seconds at which to stop, exclusive (``None``: to the end).
+    """
+
+    frame_skip: int = 1
+    max_frames: int | None = None
+    start: float | None = None
+    end: float | None = None
+
+    def __post_init__(self) -> None:
+        check_range("frame_skip", self.frame_skip, low=1, integer=True)
+        if self.max_frames is not None:
+            check_range("max_frames", self.max_frames, low=1, integer=True)
+        if self.start is not None:
+            check_range("start", self.start, low=0)
+        if self.end is not None:
+            check_range("end", self.end, low=0, low_inclusive=False)
+        if self.start is not None and self.end is not None and self.end <= self.start:
+            raise ConfigError(f"invalid time range: end={self.end} must be after start={self.start}")
+
+    def wants(self, index: int, pts: float | None) -> bool | None:
+        """``True`` to keep frame ``index`` at ``pts``, ``False`` to skip it, ``None`` once past ``end``.
+
+        The stride counts from frame 0 of the source, so indices are stable whatever ``start`` is.
+        """
+        if pts is not None:
+            if self.end is not None and pts >= self.end:
+                return None
+            if self.start is not None and pts < self.start:
+                return False
+        return index % self.frame_skip == 0
+
+
+class Decoder(abc.ABC):
+    """One open video stream, decoding frames to a device in presentation order.
+
+    Use as a context manager or call :meth:`close`. After iteration, ``error`` holds the
+    :class:`~vidpipe.errors.DecodeError` that cut the stream short (the frames before it were
+    delivered) and ``partial`` is ``True``; a clean stream leaves ``error`` as ``None``.
+    """
+
+    name: ClassVar[str]
+
+    info: StreamInfo
+    device: "torch.device"
+    options: DecodeOptions
+    error: Exception | None = None
+    frames_decoded: int = 0  # frames the codec produced (kept or skipped)
+    frames_delivered: int = 0  # frames handed out in batches
+
+    @property
+    def partial(self) -> bool:
+        return self.error is not None
+
+    @abc.abstractmethod
+    def batches(self, batch_size: int) -> Iterator[FrameBatch]:
+        """Yield :class:`FrameBatch` objects of at most ``batch_size`` frames, in order.
+
+        Every batch is on :attr:`device`; the last one may be shorter.
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the codec and file handles. Safe to call twice."""
+
+    def __enter__(self) -> "Decoder":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[FrameBatch]:
+        return self.batches(1)

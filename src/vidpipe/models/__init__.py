@@ -1,0 +1,1 @@
+"""Detection models: backends (Darknet, PyTorch, ONNX, TensorRT), output heads, the bundled zoo."""

@@ -1,0 +1,1 @@
+"""Tensor operations on frames: colour conversion, letterbox, normalisation (CPU or GPU)."""

@@ -1,0 +1,86 @@
+"""Letterbox geometry and a plain-PyTorch letterbox that runs on any device.
+
+The model sees a ``(H_in, W_in)`` canvas; a source frame of ``(h, w)`` is resized by one ``scale``
+(aspect ratio kept) and centred, the rest filled with grey (0.5). Boxes map back with
+``x_src = (x_in - pad_x) / scale``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+PAD_VALUE = 0.5  # Darknet's letterbox grey
+
+
+@dataclass(frozen=True, slots=True)
+class LetterboxGeometry:
+    """Where a ``src_h x src_w`` frame lands inside a ``dst_h x dst_w`` canvas.
+
+    ``new_h x new_w`` is the resized image, placed at ``(pad_x, pad_y)`` (integers, top-left).
+    """
+
+    src_h: int
+    src_w: int
+    dst_h: int
+    dst_w: int
+    scale: float
+    new_h: int
+    new_w: int
+    pad_x: int
+    pad_y: int
+
+
+def letterbox_geometry(src_h: int, src_w: int, dst_h: int, dst_w: int) -> LetterboxGeometry:
+    """Largest aspect-preserving fit of ``src`` into ``dst``, centred (Darknet's rule)."""
+    if min(src_h, src_w, dst_h, dst_w) <= 0:
+        raise ValueError(f"letterbox sizes must be positive, got src {src_h}x{src_w}, dst {dst_h}x{dst_w}")
+    scale = min(dst_w / src_w, dst_h / src_h)
+    new_w = max(1, min(dst_w, round(src_w * scale)))
+    new_h = max(1, min(dst_h, round(src_h * scale)))
+    pad_x = (dst_w - new_w) // 2
+    pad_y = (dst_h - new_h) // 2
+    return LetterboxGeometry(src_h, src_w, dst_h, dst_w, scale, new_h, new_w, pad_x, pad_y)
+
+
+def letterbox(
+    images: "torch.Tensor",
+    size: tuple[int, int],
+    *,
+    dtype: "torch.dtype | None" = None,
+    out: "torch.Tensor | None" = None,
+) -> "tuple[torch.Tensor, LetterboxGeometry]":
+    """Letterbox a batch of same-sized RGB images into ``size`` and scale to [0, 1].
+
+    Args:
+        images: ``(B, 3, h, w)`` uint8 (or float in [0, 255]) on any device.
+        size: ``(H_in, W_in)`` of the model input.
+        dtype: output float dtype (default float32; float16 on CUDA is typical).
+        out: optional preallocated ``(B, 3, H_in, W_in)`` tensor to write into.
+
+    Returns:
+        ``(B, 3, H_in, W_in)`` tensor in [0, 1] on ``images.device`` and the geometry used.
+        Resizing is bilinear with antialiasing when shrinking (close to Darknet's resize).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    if images.ndim != 4 or images.shape[1] != 3:
+        raise ValueError(f"letterbox expects (B, 3, h, w) images, got {tuple(images.shape)}")
+    dtype = dtype or torch.float32
+    b, _, h, w = images.shape
+    geo = letterbox_geometry(h, w, size[0], size[1])
+    work = torch.float32 if images.device.type == "cpu" else dtype
+    x = images.to(work)
+    if (geo.new_h, geo.new_w) != (h, w):
+        shrink = geo.new_h < h or geo.new_w < w
+        x = F.interpolate(x, size=(geo.new_h, geo.new_w), mode="bilinear", align_corners=False, antialias=shrink)
+    if out is None:
+        out = torch.empty((b, 3, size[0], size[1]), dtype=dtype, device=images.device)
+    out.fill_(PAD_VALUE)
+    region = out[:, :, geo.pad_y : geo.pad_y + geo.new_h, geo.pad_x : geo.pad_x + geo.new_w]
+    region.copy_((x * (1.0 / 255.0)).clamp_(0.0, 1.0))
+    return out, geo
