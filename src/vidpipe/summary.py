@@ -1,0 +1,391 @@
+"""The run summary: what was processed, how fast, by which backends, and what went wrong.
+
+:class:`SummaryBuilder` accumulates counts per source while a run is in progress (thread-safe:
+decode, model and sink threads may all report); :meth:`SummaryBuilder.build` freezes it into a
+:class:`RunSummary`, which the CLI prints (:meth:`RunSummary.format_text`) and the sinks store in
+their output metadata (:meth:`RunSummary.to_dict`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any, Literal
+
+from vidpipe._validate import check_choice
+
+if TYPE_CHECKING:
+    from vidpipe.types import FrameResult
+
+__all__ = [
+    "SourceStatus",
+    "SOURCE_STATUSES",
+    "SourceSummary",
+    "RunSummary",
+    "SummaryBuilder",
+    "vidpipe_version",
+    "jsonable",
+]
+
+SourceStatus = Literal["ok", "partial", "failed", "skipped"]
+SOURCE_STATUSES: tuple[str, ...] = ("ok", "partial", "failed", "skipped")
+
+
+def vidpipe_version() -> str:
+    """The installed vidpipe version (``"unknown"`` when running from an uninstalled tree)."""
+    try:
+        import vidpipe
+
+        version = getattr(vidpipe, "__version__", None)
+        if isinstance(version, str):
+            return version
+    except Exception:  # noqa: BLE001 - a broken package __init__ must not break the summary
+        pass
+    try:
+        from importlib.metadata import version as dist_version
+
+        return dist_version("vidpipe")
+    except Exception:  # noqa: BLE001 - PackageNotFoundError and friends
+        return "unknown"
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` converted to plain JSON types (dict/list/str/int/float/bool/None).
+
+    Tuples and sets become lists, paths and devices strings, fractions floats, numpy and torch
+    scalars Python numbers; NaN and infinities become ``None`` (JSON has no such numbers);
+    dataclasses become dicts. Anything else falls back to ``str(value)``.
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Fraction):
+        return jsonable(float(value))
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
+        return [jsonable(v) for v in items]
+    if isinstance(value, PurePath):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        to_dict = getattr(value, "to_dict", None)
+        if callable(to_dict):
+            return jsonable(to_dict())
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    item = getattr(value, "item", None)  # numpy / torch scalars
+    if callable(item) and getattr(value, "ndim", None) == 0:
+        try:
+            return jsonable(item())
+        except Exception:  # noqa: BLE001 - fall through to str()
+            pass
+    return str(value)
+
+
+@dataclass(frozen=True)
+class SourceSummary:
+    """What happened to one input of the run.
+
+    Attributes:
+        source: the input as the user gave it.
+        kind: ``"file"``, ``"live"``, ``"images"``, ... (free text from the source layer).
+        status: ``"ok"`` (read to the end), ``"partial"`` (stopped early: Ctrl-C, error after some
+            frames, max frames of a live stream), ``"failed"`` (no frame processed because of an
+            error), ``"skipped"`` (not attempted).
+        frames: frames that reached the end of the pipeline.
+        detections: detections in those frames.
+        decoder: name of the decode backend that ran (``None`` when none did).
+        decoder_reason: why that backend was chosen (e.g. the fallback reason).
+        error: the error message when the status is not ``"ok"``.
+        extra: free-form, JSON-safe details (e.g. dropped frames of a live stream).
+    """
+
+    source: str
+    kind: str = "file"
+    status: SourceStatus = "ok"
+    frames: int = 0
+    detections: int = 0
+    decoder: str | None = None
+    decoder_reason: str | None = None
+    error: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_choice("status", self.status, SOURCE_STATUSES)
+        object.__setattr__(self, "extra", dict(self.extra))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "kind": self.kind,
+            "status": self.status,
+            "frames": int(self.frames),
+            "detections": int(self.detections),
+            "decoder": self.decoder,
+            "decoder_reason": self.decoder_reason,
+            "error": self.error,
+            "extra": jsonable(self.extra),
+        }
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The outcome of one run, over all its sources.
+
+    Attributes:
+        sources: one :class:`SourceSummary` per input, in input order.
+        frames, detections: totals over all sources.
+        seconds: wall-clock duration of the run.
+        fps: ``frames / seconds`` (0 when ``seconds`` is 0).
+        device: the resolved device (``"cuda:0"``, ``"cpu"``).
+        model: the model's name or path.
+        backends: stage -> backend that ran, e.g. ``{"decode": "nvdec", "model": "torch-fp16"}``.
+        outputs: paths of the files written.
+        skipped: bad inputs that were skipped, each ``{"path": ..., "reason": ...}`` (plus any
+            other keys the source layer adds, e.g. ``"source"`` for a file inside a folder).
+        stats: free-form counters and timings (e.g. ``"d2h_bytes_per_frame"``).
+    """
+
+    sources: tuple[SourceSummary, ...] = ()
+    frames: int = 0
+    detections: int = 0
+    seconds: float = 0.0
+    fps: float = 0.0
+    device: str | None = None
+    model: str | None = None
+    backends: Mapping[str, str] = field(default_factory=dict)
+    outputs: tuple[str, ...] = ()
+    skipped: tuple[Mapping[str, Any], ...] = ()
+    stats: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sources", tuple(self.sources))
+        object.__setattr__(self, "outputs", tuple(str(o) for o in self.outputs))
+        object.__setattr__(self, "skipped", tuple(dict(s) for s in self.skipped))
+        object.__setattr__(self, "backends", {str(k): str(v) for k, v in self.backends.items()})
+        object.__setattr__(self, "stats", dict(self.stats))
+
+    @property
+    def status(self) -> SourceStatus:
+        """``"ok"`` when every source is ok, ``"failed"`` when none produced a frame and at least
+        one failed, else ``"partial"`` (``"skipped"`` if every source was skipped)."""
+        statuses = {s.status for s in self.sources}
+        if not statuses or statuses == {"ok"}:
+            return "ok"
+        if statuses == {"skipped"}:
+            return "skipped"
+        if "failed" in statuses and self.frames == 0:
+            return "failed"
+        return "partial"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict (``json.dumps`` works on it as is)."""
+        return {
+            "vidpipe_version": vidpipe_version(),
+            "status": self.status,
+            "frames": int(self.frames),
+            "detections": int(self.detections),
+            "seconds": jsonable(float(self.seconds)),
+            "fps": jsonable(float(self.fps)),
+            "device": self.device,
+            "model": self.model,
+            "backends": dict(self.backends),
+            "sources": [s.to_dict() for s in self.sources],
+            "outputs": list(self.outputs),
+            "skipped": [jsonable(s) for s in self.skipped],
+            "stats": jsonable(self.stats),
+        }
+
+    def format_text(self) -> str:
+        """A short human summary: one line per source, totals, fps, backends, outputs, skips."""
+        lines = []
+        width = max((len(s.source) for s in self.sources), default=0)
+        width = min(width, 60)
+        for s in self.sources:
+            line = f"  {s.source:<{width}}  {s.status:<7}  {s.frames} frames, {s.detections} detections"
+            if s.decoder:
+                line += f"  [{s.decoder}]"
+            if s.error:
+                line += f"  error: {s.error}"
+            lines.append(line)
+        n = len(self.sources)
+        lines.append(
+            f"{n} source{'s' if n != 1 else ''}: {self.frames} frames, {self.detections} detections "
+            f"in {self.seconds:.2f} s ({self.fps:.1f} fps) - {self.status}"
+        )
+        where = []
+        if self.device:
+            where.append(f"device {self.device}")
+        if self.model:
+            where.append(f"model {self.model}")
+        if where:
+            lines.append(", ".join(where))
+        if self.backends:
+            lines.append("backends: " + ", ".join(f"{k}={v}" for k, v in self.backends.items()))
+        for s in self.sources:
+            if s.decoder_reason:
+                lines.append(f"  {s.source}: {s.decoder} ({s.decoder_reason})")
+        if self.outputs:
+            lines.append("outputs: " + ", ".join(self.outputs))
+        if self.skipped:
+            lines.append(f"skipped {len(self.skipped)} input{'s' if len(self.skipped) != 1 else ''}:")
+            for item in self.skipped:
+                lines.append(f"  {item.get('path', '?')}: {item.get('reason', 'no reason given')}")
+        return "\n".join(lines)
+
+
+@dataclass
+class _SourceState:
+    source: str
+    kind: str = "file"
+    status: str | None = None
+    frames: int = 0
+    detections: int = 0
+    decoder: str | None = None
+    decoder_reason: str | None = None
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class SummaryBuilder:
+    """Accumulates a :class:`RunSummary` while a run is in progress. All methods are thread-safe.
+
+    Sources are keyed by their ``stream_id`` (the position of the input in the run). A source is
+    registered by :meth:`add_source`; counting for an unregistered ``stream_id`` registers it
+    with a placeholder name (:meth:`record` uses the frame's source instead).
+
+    A source whose status was never set gets ``default_status`` at :meth:`build` time: ``"ok"``
+    after a normal end, ``"partial"`` after Ctrl-C or an error that stopped the run.
+    """
+
+    def __init__(self, *, device: str | None = None, model: str | None = None) -> None:
+        self._lock = threading.Lock()
+        self._sources: dict[int, _SourceState] = {}
+        self._device = None if device is None else str(device)
+        self._model = model
+        self._backends: dict[str, str] = {}
+        self._outputs: list[str] = []
+        self._skipped: list[dict[str, Any]] = []
+        self._stats: dict[str, Any] = {}
+
+    def _state(self, stream_id: int, source: str | None = None) -> _SourceState:
+        state = self._sources.get(stream_id)
+        if state is None:
+            state = _SourceState(source if source is not None else f"<stream {stream_id}>")
+            self._sources[stream_id] = state
+        return state
+
+    def add_source(self, stream_id: int, source: str, *, kind: str = "file") -> None:
+        """Register input ``stream_id`` (its counts, if any were made already, are kept)."""
+        with self._lock:
+            state = self._state(stream_id, str(source))
+            state.source, state.kind = str(source), kind
+
+    def add_frames(self, stream_id: int, n: int = 1) -> None:
+        with self._lock:
+            self._state(stream_id).frames += int(n)
+
+    def add_detections(self, stream_id: int, n: int) -> None:
+        with self._lock:
+            self._state(stream_id).detections += int(n)
+
+    def record(self, results: "Sequence[FrameResult]") -> None:
+        """Count the frames and detections of a batch of results (no device sync: only shapes)."""
+        with self._lock:
+            for r in results:
+                state = self._state(r.meta.stream_id, r.meta.source)
+                state.frames += 1
+                state.detections += len(r.detections)
+
+    def set_status(self, stream_id: int, status: SourceStatus, *, error: str | BaseException | None = None) -> None:
+        """Set a source's final status; an exception is stored as ``"Type: message"``."""
+        check_choice("status", status, SOURCE_STATUSES)
+        if isinstance(error, BaseException):
+            error = f"{type(error).__name__}: {error}"
+        with self._lock:
+            state = self._state(stream_id)
+            state.status = status
+            if error is not None:
+                state.error = error
+
+    def set_decoder(self, stream_id: int, backend: str, *, reason: str | None = None) -> None:
+        with self._lock:
+            state = self._state(stream_id)
+            state.decoder, state.decoder_reason = backend, reason
+
+    def set_extra(self, stream_id: int, key: str, value: Any) -> None:
+        with self._lock:
+            self._state(stream_id).extra[key] = value
+
+    def set_backend(self, stage: str, backend: str) -> None:
+        """Record the backend of a stage (``"decode"``, ``"model"``, ``"nms"``, ...)."""
+        with self._lock:
+            self._backends[stage] = backend
+
+    def add_output(self, path: str | PurePath) -> None:
+        with self._lock:
+            if str(path) not in self._outputs:
+                self._outputs.append(str(path))
+
+    def add_skipped(self, path: str | PurePath, reason: str, **extra: Any) -> None:
+        """Record a bad input that was skipped (e.g. an unreadable image in a folder)."""
+        with self._lock:
+            self._skipped.append({"path": str(path), "reason": reason, **extra})
+
+    def set_stat(self, key: str, value: Any) -> None:
+        with self._lock:
+            self._stats[key] = value
+
+    def update_stats(self, stats: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._stats.update(stats)
+
+    def build(
+        self,
+        *,
+        seconds: float,
+        default_status: SourceStatus = "ok",
+        stats: Mapping[str, Any] | None = None,
+    ) -> RunSummary:
+        """Freeze the current state into a :class:`RunSummary` (the builder stays usable)."""
+        check_choice("default_status", default_status, SOURCE_STATUSES)
+        with self._lock:
+            sources = tuple(
+                SourceSummary(
+                    source=s.source,
+                    kind=s.kind,
+                    status=s.status or default_status,  # type: ignore[arg-type]
+                    frames=s.frames,
+                    detections=s.detections,
+                    decoder=s.decoder,
+                    decoder_reason=s.decoder_reason,
+                    error=s.error,
+                    extra=dict(s.extra),
+                )
+                for _, s in sorted(self._sources.items())
+            )
+            all_stats = {**self._stats, **(stats or {})}
+            frames = sum(s.frames for s in sources)
+            seconds = max(float(seconds), 0.0)
+            return RunSummary(
+                sources=sources,
+                frames=frames,
+                detections=sum(s.detections for s in sources),
+                seconds=seconds,
+                fps=frames / seconds if seconds > 0 else 0.0,
+                device=self._device,
+                model=self._model,
+                backends=dict(self._backends),
+                outputs=tuple(self._outputs),
+                skipped=tuple(dict(s) for s in self._skipped),
+                stats=all_stats,
+            )
+
