@@ -1,0 +1,339 @@
+"""The CPU decoder: PyAV (FFmpeg) with frame/slice threads, RGB conversion by swscale.
+
+Frames come out as ``(B, 3, H, W)`` uint8 RGB batches. Conversion uses the stream's own colour
+matrix and range (the frame's tags, else the :class:`StreamInfo` convention) into full-range RGB,
+and only for frames the :class:`DecodeOptions` keep: a skipped frame is decoded (the codec needs
+it) but never converted or copied.
+
+Frame numbering (``FrameMeta.index``): frames are counted in presentation order from the first
+frame of the stream. After a seek (``start``) the count restarts from the first frame's
+timestamp, ``round((pts - stream_start) * fps)``, exact for constant frame rate streams. When a
+constant-rate stream skips timestamps (frames lost to corrupt data), the count follows the
+timestamps, so indices keep matching the source's frame numbers. ``FrameMeta.pts`` is in seconds
+from the start of the stream (the first frame of most files is at 0).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from vidpipe.decode.base import DecodeOptions, Decoder, StreamInfo
+from vidpipe.decode.probe import color_from_tags, open_input, probe, to_fraction
+from vidpipe.errors import DecodeError
+from vidpipe.types import FrameBatch, FrameMeta
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+__all__ = ["PyAVDecoder", "check", "create"]
+
+logger = logging.getLogger(__name__)
+
+_SWS_MATRIX = {"bt601": 5, "bt709": 1, "bt2020": 9}  # av.video.reformatter.Colorspace values
+_SWS_RANGE = {"limited": 1, "full": 2}  # av.video.reformatter.ColorRange MPEG / JPEG
+_GBRP_TO_RGB = (1, 2, 0)  # gbrp planes G, B, R -> channels 1, 2, 0
+_SMALL_FRAME = 1024 * 576  # at or below this many pixels swscale runs single-threaded
+
+
+def check(info: StreamInfo, device: "torch.device") -> str | None:
+    """``None`` when PyAV can decode ``info``'s stream (on any device), else the reason why not."""
+    import av
+
+    try:
+        av.codec.Codec(info.codec, "r")
+    except Exception as exc:  # noqa: BLE001 - unknown codec name in this FFmpeg build
+        return f"this PyAV/FFmpeg build has no {info.codec} decoder ({exc})"
+    return None
+
+
+def create(info: StreamInfo, *, device: "torch.device", options: DecodeOptions) -> "PyAVDecoder":
+    """Registry factory."""
+    return PyAVDecoder(info, device=device, options=options)
+
+
+class PyAVDecoder(Decoder):
+    """Decode one video stream with PyAV into RGB :class:`FrameBatch` objects on ``device``.
+
+    Args:
+        source: a :class:`StreamInfo` from :func:`~vidpipe.decode.probe.probe`, or a path/URL
+            (probed here).
+        device: where batches go (``"cpu"``, ``"cuda"``, ``torch.device``). For CUDA, frames are
+            written into pinned host memory and copied with ``non_blocking=True``.
+        options: which frames to deliver (stride, count, time range).
+        threads: FFmpeg decoder threads (0: one per core).
+        convert_threads: swscale threads (``None``: 1 for frames up to 1024x576, else one per core).
+        stream_id: written into every :class:`FrameMeta`.
+
+    Counters: ``frames_decoded`` (frames the codec produced, kept or not), ``frames_delivered``,
+    ``frames_corrupt`` (frames FFmpeg flagged as concealed), ``frames_missing`` (gaps in the
+    timestamps of a constant-rate stream).
+    """
+
+    name = "pyav"
+
+    def __init__(
+        self,
+        source: StreamInfo | str | os.PathLike,
+        *,
+        device: "torch.device | str" = "cpu",
+        options: DecodeOptions | None = None,
+        threads: int = 0,
+        convert_threads: int | None = None,
+        stream_id: int = 0,
+    ) -> None:
+        from vidpipe.device import resolve_device
+
+        self.info = source if isinstance(source, StreamInfo) else probe(source)
+        self.device = resolve_device(device)
+        self.options = options if options is not None else DecodeOptions()
+        self.threads = int(threads)
+        self.convert_threads = convert_threads
+        self.stream_id = stream_id
+        self.error: Exception | None = None
+        self.frames_decoded = 0
+        self.frames_delivered = 0
+        self.frames_corrupt = 0
+        self.frames_missing = 0
+        self._container: Any = None
+        self._reformatter: Any = None
+        self._color_cache: dict[tuple[int, int, str], tuple[int, int]] = {}
+
+    # ------------------------------------------------------------------------------- helpers
+
+    def _open(self) -> tuple[Any, Any]:
+        self.close()
+        container, stream = open_input(self.info.source)
+        self._container = container
+        cc = stream.codec_context
+        cc.thread_type = "AUTO"  # frame + slice threads
+        cc.thread_count = self.threads
+        return container, stream
+
+    def _sws_colors(self, frame: Any) -> tuple[int, int]:
+        key = (int(frame.colorspace), int(frame.color_range), frame.format.name)
+        hit = self._color_cache.get(key)
+        if hit is None:
+            spec, specified = color_from_tags(key[0], key[1], key[2], frame.height)
+            matrix = spec.matrix if specified else self.info.color.matrix
+            rng = spec.range if key[1] in (1, 2) or key[2].startswith("yuvj") else self.info.color.range
+            hit = (_SWS_MATRIX[matrix], _SWS_RANGE[rng])
+            self._color_cache[key] = hit
+            logger.debug("%s: %s %s -> RGB with %s %s range", self.info.source, key[2], key[:2], matrix, rng)
+        return hit
+
+    def _convert_into(self, frame: Any, out: "np.ndarray") -> None:
+        """Convert ``frame`` to full-range RGB into ``out``, a ``(3, H, W)`` uint8 view."""
+        import numpy as np
+
+        if self._reformatter is None:
+            from av.video.reformatter import VideoReformatter
+
+            self._reformatter = VideoReformatter()  # one SwsContext, reused (PyAV 18 makes one per frame)
+        matrix, rng = self._sws_colors(frame)
+        threads = self.convert_threads
+        if threads is None:
+            threads = 1 if frame.width * frame.height <= _SMALL_FRAME else 0
+        planar = self._reformatter.reformat(
+            frame,
+            format="gbrp",
+            src_colorspace=matrix,
+            dst_colorspace=matrix,
+            src_color_range=rng,
+            dst_color_range=_SWS_RANGE["full"],
+            threads=threads,
+        )
+        h, w = frame.height, frame.width
+        for plane, channel in zip(planar.planes, _GBRP_TO_RGB):
+            rows = np.frombuffer(plane, dtype=np.uint8).reshape(plane.height, plane.line_size)
+            out[channel] = rows[:h, :w]
+
+    def _new_buffer(self, n: int, h: int, w: int) -> "torch.Tensor":
+        import torch
+
+        pin = self.device.type == "cuda"
+        return torch.empty((n, 3, h, w), dtype=torch.uint8, pin_memory=pin)
+
+    def _finish(self, buf: "torch.Tensor", metas: list[FrameMeta]) -> FrameBatch:
+        data = buf[: len(metas)]
+        if self.device.type != "cpu":
+            data = data.to(self.device, non_blocking=True)
+        self.frames_delivered += len(metas)
+        return FrameBatch(data=data, frames=tuple(metas))
+
+    # ------------------------------------------------------------------------------ decoding
+
+    def _decoded(self, container: Any, stream: Any) -> Iterator[Any]:
+        """Decoded frames in presentation order; on a decode error, drain what the codec holds,
+        record :attr:`error` and stop."""
+        import av
+
+        failure: BaseException | None = None
+        try:
+            for packet in container.demux(stream):
+                if packet.size == 0:
+                    continue
+                try:
+                    frames = stream.decode(packet)
+                except av.error.FFmpegError as exc:
+                    failure = exc
+                    break
+                yield from frames
+        except av.error.FFmpegError as exc:  # demuxer error (truncated / damaged container)
+            failure = exc
+        try:
+            yield from stream.decode(None)  # flush: frames still held for reordering / threads
+        except av.error.FFmpegError as exc:
+            failure = failure or exc
+        if failure is not None:
+            self._fail(failure)
+
+    def _fail(self, exc: BaseException) -> None:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        n = self.frames_decoded
+        self.error = DecodeError(
+            f"{self.info.source}: decoding stopped at frame {n} ({reason}); the {n} frames before it "
+            f"were kept; check the file with ffprobe or re-encode it with ffmpeg"
+        )
+        self.error.__cause__ = exc
+        logger.warning("%s", self.error)
+
+    def _frames(self) -> Iterator[tuple[Any, int, float | None]]:
+        """``(frame, index, pts seconds)`` of the frames to deliver, in order."""
+        seek = bool(self.options.start)
+        restart = yield from self._frames_from(seek=seek)
+        if restart:  # the seek overshot the start time: decode from the beginning instead
+            logger.debug("%s: seek to %.3fs landed after it; decoding from the start", self.info.source, self.options.start)
+            self.frames_decoded = self.frames_corrupt = self.frames_missing = 0
+            yield from self._frames_from(seek=False)
+
+    def _frames_from(self, *, seek: bool) -> Iterator[tuple[Any, int, float | None]]:
+        opts = self.options
+        container, stream = self._open()
+        tb = to_fraction(stream.time_base) or self.info.time_base
+        start_pts = int(stream.start_time or 0)
+        fps = self.info.fps
+        if seek:
+            container.seek(start_pts + int(opts.start / tb), stream=stream, backward=True, any_frame=False)
+        cfr = bool(fps) and _constant_rate(stream)
+        index, prev_pts, kept = -1, None, 0
+        stopped = False
+        for frame in self._decoded(container, stream):
+            self.frames_decoded += 1
+            if frame.is_corrupt:
+                self.frames_corrupt += 1
+                if self.frames_corrupt == 1:
+                    logger.warning("%s: frame %d is damaged (FFmpeg concealed errors)", self.info.source, index + 1)
+            pts = None if frame.pts is None else float((frame.pts - start_pts) * tb)
+            if seek and index < 0:
+                if pts is None or not fps:
+                    return True  # cannot number frames after a seek without timestamps
+                if pts > opts.start + 0.5 / fps:
+                    return True
+                index = int(round(pts * fps))  # first frame after a seek: number from its timestamp
+            elif cfr and pts is not None and prev_pts is not None and (step := round((pts - prev_pts) * fps)) >= 2:
+                self.frames_missing += step - 1
+                if self.frames_missing == step - 1:
+                    logger.warning(
+                        "%s: %d frame(s) missing before t=%.3fs (damaged data?); frame numbers follow "
+                        "the timestamps", self.info.source, step - 1, pts,
+                    )
+                index += step
+            else:
+                index += 1
+            prev_pts = pts if pts is not None else prev_pts
+            want = opts.wants(index, pts)
+            if want is None:
+                stopped = True
+                break
+            if not want:
+                continue
+            yield frame, index, pts
+            kept += 1
+            if opts.max_frames is not None and kept >= opts.max_frames:
+                stopped = True
+                break
+        if not stopped and self.error is None:
+            self._check_complete(index, prev_pts, kept)
+        return False
+
+    def _check_complete(self, last_index: int, last_pts: float | None, kept: int) -> None:
+        """Mark the result partial when a clean end of stream comes well before the end the
+        container announced (a truncated file decodes to EOF without an FFmpeg error)."""
+        info, fps = self.info, self.info.fps
+        if last_index < 0:
+            self.error = DecodeError(
+                f"{info.source}: no frame could be decoded ({info.codec} {info.width}x{info.height}); "
+                "the file may be damaged; check it with ffprobe or re-encode it with ffmpeg"
+            )
+            logger.warning("%s", self.error)
+            return
+        if not fps or info.duration is None or last_pts is None:
+            return
+        shortfall = info.duration - (last_pts + 1 / fps)
+        tolerance = max(2 / fps, 0.02 * info.duration)
+        if info.frame_count_exact and info.frame_count:
+            short = info.frame_count - (last_index + 1) > max(2, 0.02 * info.frame_count)
+        else:
+            short, tolerance = True, max(tolerance, 0.5)
+        if short and shortfall > tolerance:
+            total = f" of {info.frame_count}" if info.frame_count_exact else ""
+            self.error = DecodeError(
+                f"{info.source}: the stream ended at frame {last_index + 1}{total} ({last_pts:.2f}s of "
+                f"{info.duration:.2f}s); the file looks truncated; the {kept} frames "
+                "delivered before the end were kept"
+            )
+            logger.warning("%s", self.error)
+
+    def batches(self, batch_size: int) -> Iterator[FrameBatch]:
+        """Yield RGB :class:`FrameBatch` objects: ``data`` is ``(B, 3, H, W)`` uint8 on
+        :attr:`device`, ``B <= batch_size``; a change of frame size starts a new batch.
+
+        Each call decodes from the start (or ``options.start``) again and resets the counters.
+        """
+        from vidpipe._validate import check_range
+
+        batch_size = check_range("batch_size", batch_size, low=1, integer=True)
+        self.error = None
+        self.frames_decoded = self.frames_delivered = self.frames_corrupt = self.frames_missing = 0
+        buf, view, metas, size = None, None, [], None
+        try:
+            for frame, index, pts in self._frames():
+                h, w = frame.height, frame.width
+                if metas and (h, w) != size:
+                    yield self._finish(buf, metas)
+                    metas = []
+                if not metas:
+                    size = (h, w)
+                    buf = self._new_buffer(batch_size, h, w)
+                    view = buf.numpy()
+                self._convert_into(frame, view[len(metas)])
+                metas.append(FrameMeta(self.info.source, self.stream_id, index, pts, h, w))
+                if len(metas) == batch_size:
+                    yield self._finish(buf, metas)
+                    metas = []
+            if metas:
+                yield self._finish(buf, metas)
+        finally:
+            self.close()
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "%s: decoded %d frames, delivered %d", self.info.source, self.frames_decoded, self.frames_delivered
+            )
+
+    def close(self) -> None:
+        """Close the file. Safe to call twice."""
+        if self._container is not None:
+            self._container.close()
+            self._container = None
+
+
+def _constant_rate(stream: Any) -> bool:
+    """Whether the stream looks constant-rate: FFmpeg's average and base ("r_frame_rate") rates agree."""
+    avg, base = to_fraction(stream.average_rate), to_fraction(stream.base_rate)
+    if not avg or not base:
+        return False
+    return abs(float(avg) / float(base) - 1.0) < 0.01
