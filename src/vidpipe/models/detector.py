@@ -1,0 +1,165 @@
+"""``Detector``: model + head + NMS + box scaling, from a :class:`ModelInput` to :class:`Detections`."""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from vidpipe._validate import check_range
+from vidpipe.errors import ConfigError, ModelError
+from vidpipe.models.heads import get_head
+from vidpipe.post.boxes import to_source
+from vidpipe.post.nms import nms
+from vidpipe.types import Detections, ModelInput
+
+if TYPE_CHECKING:
+    import torch
+
+    from vidpipe.models.base import Model
+
+__all__ = ["Detector", "DetectorConfig", "resolve_classes"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DetectorConfig:
+    """Post-processing options.
+
+    Attributes:
+        conf: keep detections whose score (objectness x class probability) is > ``conf``, in [0, 1].
+        iou: NMS IoU threshold in [0, 1] (per frame and class).
+        classes: class ids to keep (``None``: all); see :func:`resolve_classes` for names.
+        max_det: most detections per frame (>= 1).
+    """
+
+    conf: float = 0.25
+    iou: float = 0.45
+    classes: tuple[int, ...] | None = None
+    max_det: int = 300
+
+    def __post_init__(self) -> None:
+        check_range("conf", self.conf, low=0.0, high=1.0)
+        check_range("iou", self.iou, low=0.0, high=1.0)
+        check_range("max_det", self.max_det, low=1, integer=True)
+        if self.classes is not None:
+            ids = tuple(self.classes) if isinstance(self.classes, (list, tuple)) else None
+            if not ids or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in ids):
+                raise ConfigError(
+                    f"invalid classes={self.classes!r}; expected None or a non-empty tuple of class ids >= 0 "
+                    "(use resolve_classes() for names)"
+                )
+            object.__setattr__(self, "classes", ids)
+
+
+def _norm(name: str) -> str:
+    return " ".join(name.replace("_", " ").split()).lower()
+
+
+def resolve_classes(spec: str | Sequence[str | int], names: Sequence[str]) -> tuple[int, ...]:
+    """Class ids from ``"person,car"``, ``"0,2"`` or a sequence of names and ids (in order, deduplicated).
+
+    Names match case-insensitively, ``_`` standing for a space (``traffic_light``). An unknown name
+    or an id out of range raises ConfigError with the closest class names.
+    """
+    if isinstance(spec, str):
+        items: list[str | int] = [s.strip() for s in spec.split(",") if s.strip()]
+    elif isinstance(spec, Sequence):
+        items = list(spec)
+    else:
+        raise ConfigError(f"invalid classes={spec!r}; expected names or ids, e.g. 'person,car' or [0, 2]")
+    if not items:
+        raise ConfigError(f"invalid classes={spec!r}: no class given")
+    lookup = {_norm(n): i for i, n in reversed(list(enumerate(names)))}
+    out: list[int] = []
+    for item in items:
+        if isinstance(item, bool):
+            raise ConfigError(f"invalid class {item!r}; expected a name or an id")
+        if isinstance(item, int) or (isinstance(item, str) and item.strip().isdigit()):
+            idx = int(item)
+            if not 0 <= idx < len(names):
+                raise ConfigError(f"class id {idx} is out of range; the model has {len(names)} classes (0..{len(names) - 1})")
+        elif isinstance(item, str):
+            key = _norm(item)
+            if key not in lookup:
+                close = difflib.get_close_matches(key, list(lookup), n=3, cutoff=0.6)
+                hint = f"; did you mean {', '.join(repr(names[lookup[c]]) for c in close)}?" if close else ""
+                shown = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+                raise ConfigError(f"unknown class {item!r}{hint} (the model's {len(names)} classes: {shown})")
+            idx = lookup[key]
+        else:
+            raise ConfigError(f"invalid class {item!r}; expected a name or an id")
+        if idx not in out:
+            out.append(idx)
+    return tuple(out)
+
+
+class Detector:
+    """Runs a model on a :class:`ModelInput` and returns :class:`Detections` in source pixels.
+
+    ``detector(inp)``: the model forward (under ``torch.inference_mode``), its output head, NMS
+    and the letterbox undone, all on the model's device. ``inp.tensor`` must be on
+    ``detector.device``; it is cast to ``detector.dtype`` if needed.
+    """
+
+    def __init__(self, model: "Model", *, config: DetectorConfig | None = None) -> None:
+        self.model = model
+        self.config = config or DetectorConfig()
+        self.head = get_head(model.info.head)
+        self._classes: torch.Tensor | None = None
+        if self.config.classes is not None:
+            import torch
+
+            bad = [i for i in self.config.classes if i >= model.info.num_classes]
+            if bad:
+                raise ConfigError(
+                    f"classes {bad} out of range; {model.info.name} has {model.info.num_classes} classes"
+                )
+            self._classes = torch.tensor(self.config.classes, dtype=torch.int64, device=model.device)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.model.info.names
+
+    @property
+    def input_size(self) -> tuple[int, int]:
+        return self.model.info.input_size
+
+    @property
+    def device(self) -> "torch.device":
+        return self.model.device
+
+    @property
+    def dtype(self) -> "torch.dtype":
+        return self.model.dtype
+
+    def __call__(self, inp: ModelInput) -> Detections:
+        import torch
+
+        x = inp.tensor
+        if x.device != self.device:
+            raise ModelError(
+                f"ModelInput is on {x.device} but the model {self.model.info.name} runs on {self.device}"
+            )
+        cfg = self.config
+        with torch.inference_mode():
+            raw = self.model(x.to(self.dtype))
+            cand = self.head(raw, (int(x.shape[-2]), int(x.shape[-1])))
+            dets = nms(
+                cand,
+                conf=cfg.conf,
+                iou=cfg.iou,
+                classes=self._classes,
+                max_det=cfg.max_det,
+                num_classes=self.model.info.num_classes,
+            )
+            out = to_source(dets, inp)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("%d frames -> %d detections", len(inp), len(out))
+        return out
+
+    def __repr__(self) -> str:
+        return f"Detector(model={self.model!r}, config={self.config})"

@@ -1,0 +1,111 @@
+"""Class-aware non-maximum suppression over a whole batch in one kernel call.
+
+Candidates of every frame and class go through a single ``torchvision.ops.nms`` call: each box is
+shifted by ``(frame * num_classes + class) * span`` so boxes of different frames or classes can
+never overlap. That is ``torchvision.ops.batched_nms``'s "coordinate trick", done here in float64
+because ``batched_nms`` (a) switches to a Python loop over every (frame, class) group above 1,000
+boxes on the CPU, (b) computes its offsets in float32, which loses sub-pixel precision once
+``groups x coordinates`` passes ~1e6 (a batch of 64 frames x 80 classes x 1,280 px), and (c)
+assumes non-negative coordinates, which YOLO boxes at the image border are not.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vidpipe._validate import check_range
+from vidpipe.models.base import Candidates
+from vidpipe.types import Detections
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["grouped_nms", "nms"]
+
+
+def grouped_nms(boxes: "torch.Tensor", scores: "torch.Tensor", groups: "torch.Tensor", iou: float) -> "torch.Tensor":
+    """Indices of the boxes kept by NMS within each group, by decreasing score (one kernel call).
+
+    Args:
+        boxes: ``(N, 4)`` ``x1, y1, x2, y2`` float, any device. scores: ``(N,)`` float.
+        groups: ``(N,)`` int64 group ids (>= 0); boxes of different groups never suppress each other.
+        iou: boxes overlapping a higher-scored one of their group by IoU > ``iou`` are dropped.
+
+    Returns:
+        ``(K,)`` int64 on the boxes' device.
+    """
+    import torch
+    from torchvision.ops import nms as tv_nms
+
+    if boxes.shape[0] == 0:
+        return torch.zeros((0,), dtype=torch.int64, device=boxes.device)
+    b = boxes.double()
+    b = b - b.min()  # all coordinates >= 0
+    span = b.max() + 1.0
+    shifted = b + (groups.double() * span)[:, None]
+    return tv_nms(shifted, scores.double(), float(iou))
+
+
+def nms(
+    cand: Candidates,
+    *,
+    conf: float = 0.25,
+    iou: float = 0.45,
+    classes: "torch.Tensor | None" = None,
+    max_det: int = 300,
+    max_candidates: int = 30000,
+    num_classes: int | None = None,
+) -> Detections:
+    """Threshold, class-filter and class-aware NMS a batch of candidates into :class:`Detections`.
+
+    Args:
+        cand: ``(B, N)`` candidates (boxes in model-input pixels) on any device.
+        conf: keep candidates with score > ``conf``.
+        iou: NMS IoU threshold (within one frame and one class).
+        classes: optional ``(K,)`` int64 tensor of allowed class ids, on the candidates' device.
+        max_det: most detections kept per frame (the best-scored).
+        max_candidates: at most this many best-scored candidates per frame enter NMS.
+        num_classes: number of classes of the model (default: inferred from ``class_ids``).
+
+    Returns:
+        Detections with boxes still in model-input pixels (float32), ``frame`` = row in the batch,
+        sorted by frame then decreasing score; on the candidates' device. Candidates with
+        ``needs_nms=False`` are only thresholded, filtered and capped.
+    """
+    import torch
+
+    check_range("conf", conf, low=0.0, high=1.0)
+    check_range("iou", iou, low=0.0, high=1.0)
+    check_range("max_det", max_det, low=1, integer=True)
+    check_range("max_candidates", max_candidates, low=1, integer=True)
+    boxes, scores, class_ids = cand.boxes, cand.scores, cand.class_ids
+    b, n = scores.shape
+    if n > max_candidates:
+        scores, top = scores.topk(max_candidates, dim=1)
+        class_ids = class_ids.gather(1, top)
+        boxes = boxes.gather(1, top.unsqueeze(-1).expand(-1, -1, 4))
+    mask = scores > conf
+    if classes is not None:
+        mask &= torch.isin(class_ids, classes.to(class_ids.device))
+    frame, anchor = mask.nonzero(as_tuple=True)
+    if frame.numel() == 0:
+        return Detections.empty(boxes.device)
+    boxes, scores, class_ids = boxes[frame, anchor].float(), scores[frame, anchor].float(), class_ids[frame, anchor]
+    if cand.needs_nms:
+        if num_classes is None:
+            num_classes = int(class_ids.max()) + 1
+        keep = grouped_nms(boxes, scores, frame * num_classes + class_ids, iou)
+    else:
+        keep = torch.argsort(scores, descending=True)
+    keep = keep[torch.argsort(frame[keep], stable=True)]  # by frame, score order kept within
+    kept_frames = frame[keep]
+    counts = torch.zeros(b, dtype=torch.int64, device=keep.device).scatter_add_(0, kept_frames, torch.ones_like(kept_frames))
+    starts = counts.cumsum(0) - counts
+    rank = torch.arange(keep.numel(), device=keep.device) - starts[kept_frames]
+    keep = keep[rank < max_det]
+    return Detections(
+        boxes=boxes[keep],
+        scores=scores[keep],
+        class_ids=class_ids[keep].long(),
+        frame=frame[keep],
+    )
