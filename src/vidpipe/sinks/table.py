@@ -138,6 +138,7 @@ class TableSink(Sink):
         rows = to_host(results, tracks=self.tracking)
         try:
             self._writer.write(rows, self._names_for)
+            self._file.flush()  # each batch reaches the OS: bounded memory, visible progress
         except OSError as exc:
             raise SinkError(f"cannot write output {str(self.path)!r}: {exc.strerror or exc}") from exc
         self._batches += 1
