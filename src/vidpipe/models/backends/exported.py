@@ -1,0 +1,98 @@
+"""torch.export programs (``.pt2``, saved with ``torch.export.save``).
+
+The program's input placeholder fixes what sizes it takes: a static batch dimension becomes a
+fixed batch (``info.dynamic_batch`` False; other batch sizes are padded/split), static height and
+width become the input size (a different ``input_size=`` is an error). A ``config.txt`` extra file
+(JSON ``names``/``imgsz``/``stride``, as for TorchScript) is read when present.
+
+Converting the graph to float16 works for networks whose weights carry the dtype; a graph that
+creates float32 tensors inside fails the float16 test run and falls back to float32 with a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from vidpipe.models.backends.build import ModelMetadata
+from vidpipe.models.backends.common import check_file, check_image_shape, load_error
+from vidpipe.models.backends.torch_module import TorchModel, wrap_module
+from vidpipe.models.backends.torchscript import parse_config
+
+if TYPE_CHECKING:
+    import torch
+
+logger = logging.getLogger(__name__)
+
+
+def _input_shape(program: "torch.export.ExportedProgram") -> list[Any] | None:
+    """The user input's shape, ints for static dims and the symbol (a SymInt) for dynamic ones."""
+    user = list(program.graph_signature.user_inputs)
+    if not user:
+        return None
+    for node in program.graph.nodes:
+        if node.op == "placeholder" and node.name == user[0]:
+            val = node.meta.get("val")
+            return None if val is None else list(val.shape)
+    return None
+
+
+def _upper_bound(program: "torch.export.ExportedProgram", dim: Any) -> int | None:
+    try:
+        bound = program.range_constraints[dim.node.expr].upper
+        return int(bound) if bound is not None and bound < 2**31 else None
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _metadata(program: "torch.export.ExportedProgram", config: ModelMetadata, path: str) -> ModelMetadata:
+    shape = _input_shape(program)
+    if shape is None:
+        return config
+    check_image_shape([d if isinstance(d, int) else None for d in shape], path=path, fmt="torch.export")
+    b, _, h, w = shape
+    fixed_size = isinstance(h, int) and isinstance(w, int)
+    return ModelMetadata(
+        names=config.names,
+        input_size=(h, w) if fixed_size else config.input_size,
+        fixed_size=fixed_size,
+        batch=b if isinstance(b, int) else None,
+        max_batch=None if isinstance(b, int) else _upper_bound(program, b),
+        stride=config.stride,
+    )
+
+
+def load_exported(
+    path: str | os.PathLike,
+    *,
+    device: Any = "auto",
+    dtype: Any = None,
+    input_size: Any = None,
+    names: Any = None,
+    head: str | None = None,
+) -> TorchModel:
+    """Load a ``torch.export`` program onto ``device`` (float16 on CUDA by default) and describe it."""
+    import torch
+
+    p = check_file(path, "torch.export")
+    extra = {"config.txt": ""}
+    try:
+        program = torch.export.load(p, extra_files=extra)
+        module = program.module()
+    except Exception as exc:  # noqa: BLE001 - torch raises many kinds on a bad archive
+        raise load_error(p, "torch.export (.pt2)", exc, "was it saved with torch.export.save?") from exc
+    meta = _metadata(program, parse_config(extra.get("config.txt")), p)
+    stem = os.path.splitext(os.path.basename(p))[0]
+    return wrap_module(
+        module,
+        fmt="export",
+        name=stem,
+        what=p,
+        device=device,
+        dtype=dtype,
+        input_size=input_size,
+        names=names,
+        head=head,
+        meta=meta,
+    )
