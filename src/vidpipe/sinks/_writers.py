@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from vidpipe.sinks._host import HostRows
     from vidpipe.types import FrameResult
 
-__all__ = ["COLUMNS", "TRACK_COLUMN", "COLUMN_TYPES", "TableWriter", "make_writer"]
+__all__ = ["COLUMNS", "TRACK_COLUMN", "COLUMN_TYPES", "TableWriter", "make_writer", "writer_class"]
 
 #: The columns of every detection table, in this order.
 COLUMNS: tuple[str, ...] = (

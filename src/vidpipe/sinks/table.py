@@ -8,6 +8,10 @@ Crash safety: rows go to a hidden temporary file next to the target (``.dets.csv
 written in chunks as batches arrive (Parquet: row groups). :meth:`TableSink.close` (or
 :meth:`~vidpipe.sinks.base.Sink.abort`) flushes, fsyncs and renames it over the target in one
 atomic step, so the target path holds either the previous file or a complete new one.
+An aborted run (error, Ctrl-C) also renames its rows into place - a valid file of what was
+written, marked partial in its metadata - replacing a previous run's output of the same name.
+A process killed outright (SIGKILL, power loss) leaves the target untouched and a stale
+temporary file beside it.
 
 Metadata: ``<output>.meta.json`` (written atomically after the table) holds the vidpipe
 version, format, columns and types, ``complete`` (False after an abort, with ``reason``), the
