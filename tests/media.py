@@ -34,6 +34,7 @@ import numpy as np
 __all__ = [
     "Clip",
     "make_video",
+    "make_size_change",
     "make_audio",
     "make_empty",
     "make_text",
@@ -120,6 +121,7 @@ class Clip:
     pts: tuple[float, ...]
     keyframes: tuple[int, ...]
     boxes: tuple[dict[str, tuple[int, int, int, int]], ...] = field(default=(), repr=False)
+    sizes: tuple[tuple[int, int], ...] = field(default=(), repr=False)  # (width, height) per frame
 
     @property
     def duration(self) -> float:
@@ -303,6 +305,7 @@ def make_video(
     pattern: str = "boxes",
     crf: int = 16,
     tag_color: bool = True,
+    faststart: bool = False,
 ) -> Clip:
     """Encode a clip of ``frames`` frames and return what a decoder must find in it.
 
@@ -310,7 +313,8 @@ def make_video(
     The container comes from the suffix (.mp4, .mkv, .avi, .webm, .mov). Frames are converted to
     ``pix_fmt`` with ``colorspace``'s matrix and ``color_range``; with ``tag_color`` the stream and
     frames are tagged with them (``tag_color=False`` leaves them unspecified, to test the
-    conventions decoders assume). ``gop``: distance between keyframes; ``bframes``: consecutive
+    conventions decoders assume). ``faststart`` puts the MP4 index first, so a truncated copy
+    still opens. ``gop``: distance between keyframes; ``bframes``: consecutive
     B-frames allowed (h264/hevc). Odd sizes need an encoder/pix_fmt allowing them (4:4:4,
     vp9, av1, mpeg4, mjpeg).
     """
@@ -333,7 +337,7 @@ def make_video(
     options = _encoder_options(codec, gop, bframes, crf)
     if codec == "mjpeg" and color_range == "limited":
         options["strict"] = "unofficial"  # limited-range JPEG is non-standard but decodable
-    out = av.open(str(path), "w")
+    out = av.open(str(path), "w", options={"movflags": "+faststart"} if faststart else None)
     try:
         stream = out.add_stream(encoder, rate=rate, options=options)
         stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
@@ -386,6 +390,45 @@ def make_video(
         pts=tuple(float(i / rate) for i in range(frames)),
         keyframes=tuple(range(0, frames, gop)) if codec != "mjpeg" else tuple(range(frames)),
         boxes=tuple(boxes) if pattern == "boxes" else (),
+        sizes=((width, height),) * frames,
+    )
+
+
+def make_size_change(
+    path: str | os.PathLike, *, sizes: tuple[tuple[int, int], ...] = ((64, 48), (96, 64)), frames_each: int = 5, fps: int = 25
+) -> Clip:
+    """An MJPEG clip (``.mkv``/``.avi``) whose frame size changes mid-stream: ``frames_each``
+    frames of each ``(width, height)`` in ``sizes``, boxes pattern, BT.601 full range."""
+    path = Path(path)
+    rate = Fraction(fps)
+    boxes, per_frame = [], []
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("mjpeg", rate=rate)
+        stream.width, stream.height = sizes[0]
+        stream.pix_fmt = "yuvj420p"
+        stream.codec_context.color_range = _RANGE_TAG["full"]
+        n = 0
+        for width, height in sizes:
+            cc = av.CodecContext.create("mjpeg", "w")
+            cc.width, cc.height, cc.pix_fmt, cc.time_base = width, height, "yuvj420p", 1 / rate
+            cc.color_range = _RANGE_TAG["full"]
+            for _ in range(frames_each):
+                rgb, bx = _render("boxes", n, width, height, frames_each * len(sizes), stamp=True)
+                frame = _yuv_frame(rgb, "yuv420p", "bt601", "full")
+                frame.pts, frame.time_base = n, 1 / rate
+                for packet in cc.encode(frame):
+                    packet.stream = stream
+                    packet.pts = packet.dts = n
+                    packet.time_base = 1 / rate
+                    out.mux(packet)
+                boxes.append(bx)
+                per_frame.append((width, height))
+                n += 1
+    return Clip(
+        path=path, codec="mjpeg", encoder="mjpeg", container=path.suffix.lstrip(".").lower(),
+        width=sizes[0][0], height=sizes[0][1], fps=rate, frames=n, gop=1, bframes=0, pix_fmt="yuv420p",
+        colorspace="bt601", color_range="full", pattern="boxes", pts=tuple(float(i / rate) for i in range(n)),
+        keyframes=tuple(range(n)), boxes=tuple(boxes), sizes=tuple(per_frame),
     )
 
 

@@ -1,0 +1,162 @@
+"""Turn what the user typed (paths, folders, globs, URLs) into typed :class:`SourceSpec` objects.
+
+Rules, per input, in this order:
+
+- ``scheme://...`` with a streaming scheme (:data:`LIVE_SCHEMES`) -> ``live``;
+- a folder -> ``images`` if it holds image files (any depth), else one ``file`` per video inside
+  it (sorted by path), else :class:`~vidpipe.errors.SourceError`;
+- an existing file -> ``images`` if its extension is an image one, else ``file``;
+- a glob pattern (``*``, ``?``, ``[``) -> its matches: one ``file`` per video, and one ``images``
+  spec (the pattern itself) if it matches images; nothing matched -> ``SourceError``;
+- anything else -> ``file`` (whether it exists is checked when it is opened, with a clear message).
+
+Hidden files and folders (name starting with ``.``) are left out of folders and globs.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from vidpipe._validate import check_choice
+from vidpipe.errors import SourceError
+from vidpipe.images.formats import EXTENSIONS as _IMAGE_EXTENSIONS
+
+__all__ = ["SourceSpec", "SourceKind", "classify_inputs", "IMAGE_EXTENSIONS", "VIDEO_EXTENSIONS", "LIVE_SCHEMES"]
+
+logger = logging.getLogger(__name__)
+
+SourceKind = Literal["file", "live", "images"]
+
+#: URL schemes read as live streams (latest-wins, drops counted).
+LIVE_SCHEMES: tuple[str, ...] = ("rtsp", "rtsps", "rtmp", "rtmps", "http", "https", "srt", "udp", "tcp")
+#: Image file extensions (lower case), shared with the image reader (vidpipe.images.formats).
+IMAGE_EXTENSIONS: frozenset[str] = frozenset(_IMAGE_EXTENSIONS)
+#: Video file extensions (lower case) picked up in folders and globs.
+VIDEO_EXTENSIONS: frozenset[str] = frozenset(
+    {
+        ".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".ts", ".m2ts", ".mts", ".mpg", ".mpeg",
+        ".flv", ".wmv", ".3gp", ".ogv", ".mxf", ".y4m", ".h264", ".264", ".h265", ".265", ".hevc",
+        ".ivf", ".obu",
+    }
+)
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """One input of a run.
+
+    Attributes:
+        kind: ``"file"`` (a video file), ``"live"`` (a stream URL) or ``"images"`` (an image
+            file, a folder of images, or a glob pattern matching images).
+        location: the path, folder, pattern or URL.
+    """
+
+    kind: SourceKind
+    location: str
+
+    def __post_init__(self) -> None:
+        check_choice("SourceSpec.kind", self.kind, ("file", "live", "images"))
+        if not isinstance(self.location, str) or not self.location:
+            raise SourceError(f"SourceSpec.location must be a non-empty string, got {self.location!r}")
+
+
+def _ext(path: str) -> str:
+    return os.path.splitext(path)[1].lower()
+
+
+def is_live_url(text: str) -> bool:
+    head, sep, _ = text.partition("://")
+    return bool(sep) and head.lower() in LIVE_SCHEMES
+
+
+def _visible_files(root: str) -> list[str]:
+    """Files under ``root`` (recursive, symlinked folders followed once), hidden ones left out."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        seen.add(os.path.realpath(dirpath))
+        dirnames[:] = [
+            d for d in dirnames if not d.startswith(".") and os.path.realpath(os.path.join(dirpath, d)) not in seen
+        ]
+        out.extend(os.path.join(dirpath, f) for f in filenames if not f.startswith("."))
+    out.sort(key=lambda p: Path(p).parts)
+    return out
+
+
+def _classify_folder(folder: str) -> list[SourceSpec]:
+    files = _visible_files(folder)
+    images = [f for f in files if _ext(f) in IMAGE_EXTENSIONS]
+    videos = [f for f in files if _ext(f) in VIDEO_EXTENSIONS]
+    if images:
+        if videos:
+            logger.warning(
+                "%s holds %d images and %d videos; reading the images only (pass the videos, or a "
+                "pattern such as %s, separately)",
+                folder, len(images), len(videos), os.path.join(folder, "*.mp4"),
+            )
+        return [SourceSpec("images", folder)]
+    if videos:
+        return [SourceSpec("file", v) for v in videos]
+    raise SourceError(
+        f"folder {folder} holds no images or videos (such as .jpg, .png, .mp4, .mkv, .mov); "
+        "check the path, or pass the files themselves"
+    )
+
+
+def _classify_glob(pattern: str) -> list[SourceSpec]:
+    matches = sorted(
+        (p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p) and not os.path.basename(p).startswith(".")),
+        key=lambda p: Path(p).parts,
+    )
+    if not matches:
+        raise SourceError(f"the pattern {pattern} matches no files")
+    videos = [SourceSpec("file", p) for p in matches if _ext(p) in VIDEO_EXTENSIONS]
+    has_images = any(_ext(p) in IMAGE_EXTENSIONS for p in matches)
+    if not videos and not has_images:
+        raise SourceError(
+            f"the pattern {pattern} matches {len(matches)} files but no images or videos "
+            f"(e.g. {matches[0]}); use a pattern ending in an image or video extension"
+        )
+    return videos + ([SourceSpec("images", pattern)] if has_images else [])
+
+
+def classify_one(text: str) -> list[SourceSpec]:
+    """The :class:`SourceSpec` objects of one input (see the module docstring for the rules)."""
+    if is_live_url(text):
+        return [SourceSpec("live", text)]
+    if os.path.isdir(text):
+        return _classify_folder(text)
+    if os.path.exists(text):
+        return [SourceSpec("images" if _ext(text) in IMAGE_EXTENSIONS else "file", text)]
+    if _GLOB_CHARS & set(text):
+        return _classify_glob(text)
+    return [SourceSpec("file", text)]
+
+
+def classify_inputs(inputs: Sequence[str | os.PathLike]) -> list[SourceSpec]:
+    """Classify every input, in order; folders and globs expand to several specs.
+
+    Raises :class:`~vidpipe.errors.SourceError` for an empty folder, a pattern that matches
+    nothing, or an empty list of inputs.
+    """
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    out: list[SourceSpec] = []
+    for item in inputs:
+        if not isinstance(item, (str, os.PathLike)):
+            raise SourceError(f"expected a path, folder, glob pattern or URL, got {type(item).__name__} ({item!r})")
+        text = os.fspath(item)
+        if not text:
+            raise SourceError("an input is an empty string; expected a path, folder, glob pattern or URL")
+        out.extend(classify_one(text))
+    if not out:
+        raise SourceError("no inputs given; pass a video file, a folder, a glob pattern or a stream URL")
+    return out
