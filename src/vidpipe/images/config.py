@@ -1,0 +1,114 @@
+"""Validated options shared by :func:`vidpipe.images.load` and :class:`ImageDataset`."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from vidpipe._validate import check_choice, check_range
+from vidpipe.errors import BackendUnavailableError, ConfigError
+
+if TYPE_CHECKING:
+    import torch
+
+    from vidpipe.images.decode_gpu import GpuJpegDecoder
+
+__all__ = ["ImageConfig", "image_config", "resolve_decoder", "DEFAULT_MAX_PIXELS", "DTYPES", "DECODERS", "MODES"]
+
+logger = logging.getLogger(__name__)
+
+#: Images over this many pixels (width x height, from the header) are skipped as ``too_large``
+#: unless ``max_pixels`` is raised: 100 Mpx is a 12,000 x 8,300 photo, about 300 MB as RGB.
+DEFAULT_MAX_PIXELS = 100_000_000
+
+DTYPES = ("auto", "fp16", "fp32", "bf16", "uint8")
+DECODERS = ("auto", "nvjpeg", "nvimgcodec", "cpu")
+MODES = ("letterbox", "resize", "none")
+
+DtypeName = Literal["auto", "fp16", "fp32", "bf16", "uint8"]
+DecoderName = Literal["auto", "nvjpeg", "nvimgcodec", "cpu"]
+
+
+@dataclass(frozen=True)
+class ImageConfig:
+    """Resolved options: a real device and dtype, a thread count, validated size and mode."""
+
+    device: "torch.device"
+    size: tuple[int, int] | None
+    mode: str
+    dtype: "torch.dtype"
+    decoder: str
+    num_threads: int
+    max_pixels: int
+
+
+def image_config(
+    *,
+    device: "str | torch.device" = "auto",
+    size: tuple[int, int] | int | None = (416, 416),
+    mode: str = "letterbox",
+    dtype: str = "auto",
+    decoder: str = "auto",
+    num_threads: int | None = None,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+) -> ImageConfig:
+    """Validate and resolve the options (raises :class:`ConfigError` with the allowed values).
+
+    ``dtype="auto"`` is float16 on CUDA and float32 on the CPU. ``num_threads=None`` uses the
+    CPU count, at most 16.
+    """
+    import torch
+
+    from vidpipe.device import resolve_device
+
+    dev = resolve_device(device)
+    check_choice("mode", mode, MODES)
+    check_choice("dtype", dtype, DTYPES)
+    check_choice("decoder", decoder, DECODERS)
+    if mode == "none":
+        size = None
+    else:
+        if isinstance(size, int) and not isinstance(size, bool):
+            size = (size, size)
+        if (
+            not isinstance(size, (tuple, list))
+            or len(size) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in size)
+        ):
+            raise ConfigError(f"invalid size={size!r}; expected (height, width) in pixels, or mode='none'")
+        size = (int(size[0]), int(size[1]))
+    if num_threads is None:
+        num_threads = min(16, os.cpu_count() or 4)
+    check_range("num_threads", num_threads, low=1, high=256, integer=True)
+    check_range("max_pixels", max_pixels, low=1, integer=True)
+    if dev.type == "cpu" and decoder in ("nvjpeg", "nvimgcodec"):
+        raise ConfigError(f"decoder={decoder!r} needs a CUDA device; use decoder='cpu' or 'auto' with device='cpu'")
+    names = {"fp16": torch.float16, "fp32": torch.float32, "bf16": torch.bfloat16, "uint8": torch.uint8}
+    tdtype = names.get(dtype) or (torch.float16 if dev.type == "cuda" else torch.float32)
+    return ImageConfig(dev, size, mode, tdtype, decoder, int(num_threads), int(max_pixels))
+
+
+def resolve_decoder(cfg: ImageConfig) -> "tuple[GpuJpegDecoder | None, str]":
+    """The batched GPU JPEG decoder to use (``None``: all decoding on CPU threads) and a
+    description of the choice for logs and reports.
+
+    ``decoder="auto"`` on CUDA uses torchvision's nvJPEG and falls back to CPU threads (with a
+    warning) when it does not work here; an explicit ``"nvjpeg"``/``"nvimgcodec"`` that does
+    not work raises :class:`BackendUnavailableError`.
+    """
+    from vidpipe.images.decode_gpu import make_gpu_decoder
+
+    if cfg.device.type != "cuda" or cfg.decoder == "cpu":
+        where = "CPU" if cfg.device.type == "cpu" else f"CPU, uploaded to {cfg.device}"
+        return None, f"cpu ({cfg.num_threads} threads, {where})"
+    name = "nvjpeg" if cfg.decoder == "auto" else cfg.decoder
+    try:
+        dec = make_gpu_decoder(name, cfg.device)
+    except BackendUnavailableError as exc:
+        if cfg.decoder != "auto":
+            raise
+        logger.warning("images: %s; decoding JPEGs on %d CPU threads instead", exc, cfg.num_threads)
+        return None, f"cpu ({cfg.num_threads} threads; nvjpeg unavailable)"
+    return dec, f"{name} on {cfg.device} (other formats on {cfg.num_threads} CPU threads)"

@@ -1,0 +1,147 @@
+"""Batched JPEG decoding on the GPU: torchvision's nvJPEG, or nvImageCodec when installed.
+
+Both take a list of encoded JPEGs (1-D uint8 CPU tensors) and return one ``(3, h, w)`` uint8 RGB
+CUDA tensor per file, *not* EXIF-oriented (the caller orients with the header it parsed), or the
+exception that file raised. A batch that fails as a whole is retried file by file, so one bad
+file costs its own image, never the batch.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from typing import TYPE_CHECKING, Protocol
+
+from vidpipe.errors import BackendUnavailableError
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["GpuJpegDecoder", "NvjpegDecoder", "NvImgCodecDecoder", "make_gpu_decoder"]
+
+logger = logging.getLogger(__name__)
+
+
+class GpuJpegDecoder(Protocol):
+    name: str
+
+    def decode(self, encoded: "list[torch.Tensor]") -> "list[torch.Tensor | Exception]": ...
+
+
+class NvjpegDecoder:
+    """``torchvision.io.decode_jpeg(list, device="cuda")``: nvJPEG with the A100/H100/H200
+    hardware JPEG engines for baseline files (torchvision picks the hardware backend itself)."""
+
+    name = "nvjpeg"
+
+    def __init__(self, device: "torch.device") -> None:
+        from vidpipe.images.decode_cpu import quiet_torchvision_deprecation
+
+        quiet_torchvision_deprecation()
+        self.device = device
+
+    def _call(self, encoded):
+        from torchvision.io import ImageReadMode, decode_jpeg
+
+        return decode_jpeg(encoded, mode=ImageReadMode.RGB, device=self.device)
+
+    def decode(self, encoded: "list[torch.Tensor]") -> "list[torch.Tensor | Exception]":
+        try:
+            return list(self._call(encoded))
+        except RuntimeError as exc:
+            if len(encoded) == 1:
+                return [exc]
+            logger.debug("nvJPEG batch of %d failed (%s); decoding file by file", len(encoded), exc)
+        out: list = []
+        for e in encoded:
+            try:
+                out.append(self._call([e])[0])
+            except RuntimeError as exc:
+                out.append(exc)
+        return out
+
+
+class NvImgCodecDecoder:
+    """NVIDIA nvImageCodec's batched decoder (``nvidia.nvimgcodec``), the engine under DALI's
+    image decoder; optional. Orientation is left to the caller, like for nvJPEG."""
+
+    name = "nvimgcodec"
+
+    def __init__(self, device: "torch.device") -> None:
+        from vidpipe._lazy import optional_import
+
+        nvimgcodec = optional_import(
+            "nvidia.nvimgcodec",
+            purpose="decoder='nvimgcodec'",
+            install="pip install nvidia-nvimgcodec-cu12 (or -cu13, matching your CUDA)",
+        )
+        self.device = device
+        self._decoder = nvimgcodec.Decoder(device_id=device.index or 0)
+        try:
+            self._params = nvimgcodec.DecodeParams(
+                color_spec=nvimgcodec.ColorSpec.RGB, apply_exif_orientation=False, allow_any_depth=False
+            )
+        except TypeError:  # older releases take fewer keywords
+            self._params = nvimgcodec.DecodeParams(apply_exif_orientation=False)
+
+    def decode(self, encoded: "list[torch.Tensor]") -> "list[torch.Tensor | Exception]":
+        import torch
+
+        from vidpipe.errors import DecodeError
+
+        sources = [e.numpy() for e in encoded]
+        try:
+            images = self._decoder.decode(sources, params=self._params)
+        except TypeError:  # releases that only take bytes
+            images = self._decoder.decode([bytes(s) for s in sources], params=self._params)
+        except RuntimeError as exc:
+            return [exc] * len(encoded)
+        out: list = []
+        with torch.cuda.device(self.device):
+            for img in images:
+                if img is None:
+                    out.append(DecodeError("nvImageCodec could not decode the file"))
+                    continue
+                t = torch.from_dlpack(img)  # (h, w, c) uint8 on the device, no copy
+                if t.ndim == 2:
+                    t = t.unsqueeze(-1)
+                if t.shape[-1] == 1:
+                    t = t.expand(-1, -1, 3)
+                out.append(t[..., :3].permute(2, 0, 1))
+        return out
+
+
+_DECODERS = {"nvjpeg": NvjpegDecoder, "nvimgcodec": NvImgCodecDecoder}
+
+
+def make_gpu_decoder(name: str, device: "torch.device") -> GpuJpegDecoder:
+    """Build and probe a GPU JPEG decoder on ``device`` (decodes a tiny JPEG once).
+
+    Raises :class:`BackendUnavailableError` naming the reason when it cannot decode here
+    (package missing, torchvision built without nvJPEG, driver problem, ...).
+    """
+    import torch
+
+    try:
+        decoder = _DECODERS[name](device)
+        probe = _probe_jpeg()
+        out = decoder.decode([torch.frombuffer(bytearray(probe), dtype=torch.uint8)])[0]
+        if isinstance(out, Exception):
+            raise out
+        if tuple(out.shape) != (3, 16, 24) or out.device != device:
+            raise RuntimeError(f"probe decoded to {tuple(out.shape)} on {out.device}, expected (3, 16, 24) on {device}")
+    except BackendUnavailableError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure here means "not usable on this machine"
+        raise BackendUnavailableError(
+            f"GPU JPEG decoder {name!r} does not work on {device}: {type(exc).__name__}: {exc}"
+        ) from exc
+    return decoder
+
+
+def _probe_jpeg() -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (24, 16), (200, 30, 90)).save(buf, format="JPEG", quality=90)
+    return buf.getvalue()

@@ -1,0 +1,310 @@
+"""The image loader: files -> read-ahead threads -> batched decode -> resize -> ImageBatch.
+
+One producer thread assembles batches while the caller consumes earlier ones (``prefetch``
+batches ahead, bounded); a pool of reader threads reads (and CPU-decodes) files ahead of it.
+JPEGs that nvJPEG handles go to the GPU in one batched call per batch; everything else is
+decoded on the reader threads and uploaded. Order is the listing order (or the ``order`` given).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+from vidpipe.images.batch import ImageBatch, SkippedImage
+from vidpipe.images.decode_cpu import _clean, apply_orientation, decode_cpu
+from vidpipe.images.formats import ImageFormatError
+from vidpipe.images.reader import Prepared, ReadAhead, ReadOptions, read_image
+from vidpipe.images.resize import resize_images, to_dtype
+
+if TYPE_CHECKING:
+    import torch
+
+    from vidpipe.images.cache import ImageCache
+    from vidpipe.images.config import ImageConfig
+    from vidpipe.images.decode_gpu import GpuJpegDecoder
+
+__all__ = ["ImageLoader", "LoaderStats"]
+
+logger = logging.getLogger(__name__)
+
+_END = object()
+
+
+@dataclass
+class LoaderStats:
+    """Counters of the last pass (updated while it runs)."""
+
+    images: int = 0
+    skipped: int = 0
+    decoded_gpu: int = 0
+    decoded_cpu: int = 0
+    gpu_fallbacks: int = 0
+    cache_hits: int = 0
+    mislabelled: int = 0
+    seconds: float = 0.0
+
+    @property
+    def decoded(self) -> int:
+        return self.decoded_gpu + self.decoded_cpu
+
+    def add(self, other: "LoaderStats") -> None:
+        """Accumulate ``other`` into these counters."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+class ImageLoader:
+    """An iterable of :class:`ImageBatch` over image files; each ``iter()`` is one pass.
+
+    Build it with :func:`vidpipe.images.load` (or :meth:`ImageDataset.batches`). Batches hold the
+    next ``batch_size`` *listed* files minus those skipped, so a batch can be shorter than
+    ``batch_size`` (the last one, or one with bad files); an all-bad batch is not yielded, its
+    skips are reported with the next batch. Attributes, updated during a pass:
+
+    - ``skipped``: :class:`SkippedImage` of every file skipped so far, in order;
+    - ``stats``: :class:`LoaderStats`; ``decoder``: which decoder runs (e.g. ``"nvjpeg on cuda:0"``);
+    - ``total``: how many files the pass covers (for a progress bar).
+
+    CUDA tensors are produced on the producer thread's current stream (the device's default
+    stream unless you changed it); a consumer on another stream should wait for that one.
+    Breaking out of the loop stops the producer and the readers.
+    """
+
+    def __init__(
+        self,
+        paths: Sequence[str],
+        cfg: "ImageConfig",
+        *,
+        batch_size: int,
+        gpu_decoder: "GpuJpegDecoder | None",
+        decoder_desc: str,
+        order: Sequence[int] | None = None,
+        cache: "ImageCache | None" = None,
+        prefetch: int = 2,
+        stream_id: int = 0,
+        on_skip: Callable[[SkippedImage], None] | None = None,
+        totals: LoaderStats | None = None,
+    ) -> None:
+        self.paths = list(paths)
+        self.cfg = cfg
+        self.batch_size = batch_size
+        self.order = list(range(len(self.paths))) if order is None else list(order)
+        self.total = len(self.order)
+        self.decoder = decoder_desc
+        self.prefetch = prefetch
+        self.stream_id = stream_id
+        self.skipped: list[SkippedImage] = []
+        self.stats = LoaderStats()
+        self._gpu = gpu_decoder
+        self._cache = cache
+        self._on_skip = on_skip
+        self._totals = totals
+
+    def __iter__(self) -> Iterator[ImageBatch]:
+        if self.prefetch <= 0:
+            return self._batches()
+        return self._threaded()
+
+    def __repr__(self) -> str:
+        return f"ImageLoader(files={self.total}, batch_size={self.batch_size}, decoder={self.decoder!r})"
+
+    # -- the producer -----------------------------------------------------------------------
+
+    def _batches(self) -> Iterator[ImageBatch]:
+        cfg = self.cfg
+        self.skipped, self.stats = [], LoaderStats()
+        t0 = time.perf_counter()
+        opts = ReadOptions(
+            gpu_jpeg=self._gpu is not None,
+            max_pixels=cfg.max_pixels,
+            target=None if cfg.size is None else (cfg.size, cfg.mode),
+        )
+        cache = self._cache
+        reader = ReadAhead(
+            ((i, self.paths[i]) for i in self.order),
+            lambda job: read_image(job[0], job[1], opts),
+            threads=cfg.num_threads,
+            depth=self.batch_size + 2 * cfg.num_threads,
+            bypass=(lambda job: job[0] in cache) if cache is not None else None,
+        )
+        chunk: list = []
+        carried: list[SkippedImage] = []
+        try:
+            for item in reader:
+                chunk.append(item)
+                if len(chunk) == self.batch_size:
+                    batch, carried = self._assemble(chunk, carried)
+                    chunk = []
+                    if batch is not None:
+                        yield batch
+            if chunk:
+                batch, carried = self._assemble(chunk, carried)
+                if batch is not None:
+                    yield batch
+        finally:
+            reader.close()
+            self.stats.seconds = time.perf_counter() - t0
+            s = self.stats
+            if self._totals is not None:
+                self._totals.add(s)
+            logger.info(
+                "images: %d delivered, %d skipped in %.2f s (%d decoded on GPU, %d on CPU, %d from cache; %s)",
+                s.images, s.skipped, s.seconds, s.decoded_gpu, s.decoded_cpu, s.cache_hits, self.decoder,
+            )  # fmt: skip
+
+    def _assemble(self, chunk: list, carried: list[SkippedImage]) -> "tuple[ImageBatch | None, list[SkippedImage]]":
+        """Decode, orient and resize one chunk of read results (listing order kept)."""
+        import torch
+
+        cfg, cache, stats = self.cfg, self._cache, self.stats
+        skipped = [r for r in chunk if isinstance(r, SkippedImage)]
+        fresh: dict[int, torch.Tensor] = {}
+        prepared = [r for r in chunk if isinstance(r, Prepared)]
+        gpu_items = [p for p in prepared if p.encoded is not None]
+        if gpu_items:
+            outs = self._gpu.decode([p.encoded for p in gpu_items])
+            for p, out in zip(gpu_items, outs):
+                if isinstance(out, Exception):
+                    img = self._cpu_fallback(p, out, skipped)
+                    if img is not None:
+                        fresh[p.index] = img.to(cfg.device)
+                else:
+                    stats.decoded_gpu += 1
+                    fresh[p.index] = apply_orientation(out, p.jpeg.orientation)
+        for p in prepared:
+            if p.image is not None:
+                stats.decoded_cpu += 1
+                fresh[p.index] = p.image.to(cfg.device)
+            if p.mislabelled:
+                stats.mislabelled += 1
+                logger.debug("%s: content is %s, not what its extension says", p.path, p.format.upper())
+        rows: list[tuple[int, str, tuple[int, int], bool]] = []  # (index, path, size, cached)
+        for r in chunk:
+            if isinstance(r, tuple):
+                index, path = r[0]
+                rows.append((index, path, cache.meta(index)[0], True))
+            elif isinstance(r, Prepared) and r.index in fresh:
+                rows.append((r.index, r.path, r.size, False))
+        skipped.sort(key=lambda s: s.index)
+        self._record(skipped)
+        if not rows:
+            return None, carried + skipped
+        data, scale, pad = self._resize(rows, fresh)
+        stats.images += len(rows)
+        batch = ImageBatch(
+            data=data,
+            paths=tuple(r[1] for r in rows),
+            indices=tuple(r[0] for r in rows),
+            sizes=tuple(r[2] for r in rows),
+            scale=scale.to(cfg.device),
+            pad=pad.to(cfg.device),
+            skipped=tuple(carried + skipped),
+            mode=cfg.mode,  # type: ignore[arg-type]
+            stream_id=self.stream_id,
+        )
+        return batch, []
+
+    def _resize(self, rows, fresh):
+        import torch
+
+        cfg, cache = self.cfg, self._cache
+        new = [r for r in rows if not r[3]]
+        imgs = [fresh[r[0]] for r in new]
+        sizes = [r[2] for r in new]
+        if cache is None:
+            return resize_images(imgs, sizes, size=cfg.size, mode=cfg.mode, dtype=cfg.dtype, device=cfg.device)
+        # Cached path: everything goes through uint8 canvases, so a cache hit and a fresh decode
+        # give identical tensors.
+        out = torch.empty((len(rows), 3, *cfg.size), dtype=torch.uint8, device=cfg.device)
+        scale = torch.empty((len(rows), 2), dtype=torch.float32)
+        pad = torch.empty((len(rows), 2), dtype=torch.float32)
+        if new:
+            canv, sc, pd = resize_images(imgs, sizes, size=cfg.size, mode=cfg.mode, dtype=torch.uint8, device=cfg.device)
+            metas = [(s, tuple(a.tolist()), tuple(b.tolist())) for s, a, b in zip(sizes, sc, pd)]
+            cache.put([r[0] for r in new], canv, metas)
+            at = [k for k, r in enumerate(rows) if not r[3]]
+            out.index_copy_(0, torch.tensor(at, dtype=torch.int64).to(cfg.device), canv)
+            scale[at], pad[at] = sc, pd
+        hits = [r[0] for r in rows if r[3]]
+        if hits:
+            self.stats.cache_hits += len(hits)
+            at = [k for k, r in enumerate(rows) if r[3]]
+            out.index_copy_(0, torch.tensor(at, dtype=torch.int64).to(cfg.device), cache.get(hits))
+            scale[at] = torch.tensor([cache.meta(i)[1] for i in hits], dtype=torch.float32)
+            pad[at] = torch.tensor([cache.meta(i)[2] for i in hits], dtype=torch.float32)
+        return to_dtype(out, cfg.dtype), scale, pad
+
+    def _cpu_fallback(self, p: Prepared, error: Exception, skipped: list[SkippedImage]) -> "torch.Tensor | None":
+        """Decode on the CPU a JPEG the GPU decoder refused; record a skip if that fails too."""
+        self.stats.gpu_fallbacks += 1
+        try:
+            img = decode_cpu(bytearray(p.encoded.numpy().tobytes()), "jpeg", jpeg=p.jpeg)
+        except ImageFormatError as exc:
+            skipped.append(
+                SkippedImage(p.path, p.index, exc.kind, f"{exc} (GPU decoder: {_clean(error)})")  # type: ignore[arg-type]
+            )
+            return None
+        self.stats.decoded_cpu += 1
+        logger.debug("%s: GPU decoder failed (%s), decoded on the CPU", p.path, _clean(error))
+        return img
+
+    def _record(self, skipped: list[SkippedImage]) -> None:
+        self.skipped.extend(skipped)
+        self.stats.skipped += len(skipped)
+        if self._on_skip is not None:
+            for s in skipped:
+                self._on_skip(s)
+
+    # -- the thread around it ----------------------------------------------------------------
+
+    def _threaded(self) -> Iterator[ImageBatch]:
+        q: queue.Queue = queue.Queue(maxsize=self.prefetch)
+        stop = threading.Event()
+
+        def put(item) -> bool:
+            while not stop.is_set():
+                try:
+                    q.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def produce() -> None:
+            import torch
+
+            try:
+                on_cuda = self.cfg.device.type == "cuda"
+                ctx = torch.cuda.device(self.cfg.device) if on_cuda else contextlib.nullcontext()
+                with ctx:
+                    gen = self._batches()
+                    try:
+                        for batch in gen:
+                            if not put(batch):
+                                return
+                    finally:
+                        gen.close()
+                put(_END)
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+                put(exc)
+
+        thread = threading.Thread(target=produce, name="vidpipe-images", daemon=True)
+        thread.start()
+        try:
+            while True:
+                item = q.get()
+                if item is _END:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            thread.join()

@@ -1,0 +1,222 @@
+"""Reading image files on a thread pool, ahead of decoding, in order.
+
+Each file is read, sniffed, its header checked (size limit, truncation, JPEG variant) and then
+either handed on as encoded bytes for the batched GPU decoder, or decoded right there on the
+worker thread (CPU decoders release the GIL, so the pool decodes in parallel). Failures become a
+:class:`SkippedImage`; nothing raised by one file stops the run.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import struct
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from vidpipe.images.batch import SkippedImage
+from vidpipe.images.decode_cpu import decode_cpu
+from vidpipe.images.formats import ImageFormatError, JpegInfo, describe_unknown, parse_jpeg_header, sniff
+from vidpipe.images.listing import has_image_extension
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["Prepared", "ReadOptions", "read_image", "ReadAhead", "MAX_FILE_BYTES"]
+
+logger = logging.getLogger(__name__)
+
+#: Files larger than this are refused before being read (no supported image within
+#: ``max_pixels`` needs more).
+MAX_FILE_BYTES = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    """How the reader treats each file.
+
+    ``gpu_jpeg``: hand JPEGs nvJPEG decodes well (8-bit baseline, grey or YCbCr) to the batched
+    GPU decoder as bytes; all other files are decoded on the reading thread.
+    ``target``: ``(size, mode)`` the images will be resized to (enables reduced-scale decoding of
+    huge JPEGs on the CPU); ``None`` for native size.
+    """
+
+    gpu_jpeg: bool
+    max_pixels: int
+    target: tuple[tuple[int, int], str] | None = None
+
+
+@dataclass(slots=True)
+class Prepared:
+    """A file read and checked. Exactly one of ``encoded`` (GPU route) and ``image`` is set.
+
+    ``size`` is the source ``(height, width)`` after EXIF orientation; ``image`` (when decoded on
+    the CPU) is ``(3, h, w)`` uint8, oriented, possibly smaller than ``size`` (reduced-scale JPEG).
+    """
+
+    index: int
+    path: str
+    format: str
+    size: tuple[int, int]
+    encoded: "torch.Tensor | None" = None
+    image: "torch.Tensor | None" = None
+    jpeg: JpegInfo | None = None
+    mislabelled: bool = False
+
+
+def read_image(index: int, path: str, opts: ReadOptions) -> Prepared | SkippedImage:
+    """Read, sniff, check and (CPU route) decode one file. Never raises for a bad file."""
+    import torch
+
+    def skip(reason: str, detail: str) -> SkippedImage:
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("skipping %s: %s: %s", path, reason, detail)
+        return SkippedImage(path=path, index=index, reason=reason, detail=detail)  # type: ignore[arg-type]
+
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(64)
+            if not head:
+                return skip("empty", "the file is empty (0 bytes)")
+            fmt = sniff(head)
+            if fmt is None:
+                return skip("not_image", describe_unknown(head))
+            if size > MAX_FILE_BYTES:
+                return skip("too_large", f"the file is {size / 2**30:.1f} GiB, over the 2 GiB read limit")
+            buf = bytearray(max(size, len(head)))
+            view = memoryview(buf)
+            view[: len(head)] = head
+            got = len(head) + (f.readinto(view[len(head) :]) or 0)
+            del view
+            if got < len(buf):  # the file shrank while we read it
+                del buf[got:]
+    except FileNotFoundError:
+        return skip("missing", "no such file")
+    except IsADirectoryError:
+        return skip("unreadable", "is a directory")
+    except OSError as exc:
+        return skip("unreadable", f"{exc.strerror or exc}")
+    mislabelled = has_image_extension(path) and not _extension_matches(path, fmt)
+    try:
+        if fmt == "jpeg":
+            info = parse_jpeg_header(buf)
+            h, w = info.oriented_size
+            _check_pixels(info.width, info.height, opts.max_pixels)
+            if opts.gpu_jpeg and info.gpu_friendly:
+                encoded = torch.frombuffer(buf, dtype=torch.uint8)
+                return Prepared(index, path, fmt, (h, w), encoded=encoded, jpeg=info, mislabelled=mislabelled)
+            image = decode_cpu(buf, fmt, jpeg=info, target=_target_size(opts, h, w))
+            return Prepared(index, path, fmt, (h, w), image=image, jpeg=info, mislabelled=mislabelled)
+        _check_pixels(*_pil_size(buf, fmt), opts.max_pixels)
+        image = decode_cpu(buf, fmt)
+        return Prepared(index, path, fmt, (image.shape[1], image.shape[2]), image=image, mislabelled=mislabelled)
+    except ImageFormatError as exc:
+        return skip(exc.kind, str(exc))
+    except MemoryError:
+        return skip("too_large", "not enough memory to decode it")
+    except Exception as exc:  # noqa: BLE001 - one odd file must never stop a run of 200,000
+        logger.warning("unexpected %s while decoding %s: %s", type(exc).__name__, path, exc)
+        return skip("corrupt", f"decode failed: {type(exc).__name__}: {exc}")
+
+
+def _check_pixels(width: int, height: int, max_pixels: int) -> None:
+    if width * height > max_pixels:
+        raise ImageFormatError(
+            "too_large",
+            f"{width}x{height} = {width * height / 1e6:.1f} Mpx, over max_pixels={max_pixels:,} "
+            "(checked from the header, nothing decoded); raise max_pixels to decode it",
+        )
+
+
+def _pil_size(buf: bytearray, fmt: str) -> tuple[int, int]:
+    """Width and height from the header (PNG's IHDR directly; PIL reads only the header)."""
+    from PIL import Image
+
+    if fmt == "png" and len(buf) >= 24 and buf[12:16] == b"IHDR":
+        return struct.unpack_from(">II", buf, 16)
+
+    try:
+        with Image.open(io.BytesIO(buf)) as im:
+            return im.size
+    except Image.DecompressionBombError as exc:
+        raise ImageFormatError("too_large", f"PIL refuses it as a decompression bomb: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - PIL raises many types for broken headers
+        kind = "truncated" if "truncat" in str(exc).lower() else "corrupt"
+        raise ImageFormatError(kind, f"{fmt.upper()} header unreadable: {exc}") from exc
+
+
+def _target_size(opts: ReadOptions, h: int, w: int) -> tuple[int, int] | None:
+    if opts.target is None:
+        return None
+    (out_h, out_w), mode = opts.target
+    if mode == "letterbox":
+        from vidpipe.ops.letterbox import letterbox_geometry
+
+        g = letterbox_geometry(h, w, out_h, out_w)
+        return (g.new_h, g.new_w)
+    return (out_h, out_w)
+
+
+_EXT_FORMAT = {
+    ".jpg": "jpeg", ".jpeg": "jpeg", ".jpe": "jpeg", ".jfif": "jpeg", ".png": "png", ".webp": "webp",
+    ".bmp": "bmp", ".dib": "bmp", ".tif": "tiff", ".tiff": "tiff",
+}  # fmt: skip
+
+
+def _extension_matches(path: str, fmt: str) -> bool:
+    return _EXT_FORMAT.get(os.path.splitext(path)[1].lower()) == fmt
+
+
+class ReadAhead:
+    """Apply ``fn`` to ``jobs`` on ``threads`` threads, at most ``depth`` ahead, yielding results
+    in job order. Jobs for which ``bypass(job)`` is true are yielded as ``(job,)`` untouched.
+    ``close()`` (also on exhaustion) cancels what has not started."""
+
+    def __init__(
+        self,
+        jobs: Iterable[Any],
+        fn: Callable[[Any], Any],
+        *,
+        threads: int,
+        depth: int,
+        bypass: Callable[[Any], bool] | None = None,
+    ) -> None:
+        self._jobs = iter(jobs)
+        self._fn = fn
+        self._depth = max(1, depth)
+        self._bypass = bypass
+        self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="vidpipe-read")
+        self._pending: deque[Future | tuple] = deque()
+
+    def _fill(self) -> None:
+        while len(self._pending) < self._depth:
+            try:
+                job = next(self._jobs)
+            except StopIteration:
+                return
+            if self._bypass is not None and self._bypass(job):
+                self._pending.append((job,))
+            else:
+                self._pending.append(self._pool.submit(self._fn, job))
+
+    def __iter__(self) -> Iterator[Any]:
+        try:
+            self._fill()
+            while self._pending:
+                head = self._pending.popleft()
+                self._fill()
+                yield head.result() if isinstance(head, Future) else head
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        for fut in self._pending:
+            if isinstance(fut, Future):
+                fut.cancel()
+        self._pending.clear()
+        self._pool.shutdown(wait=False, cancel_futures=True)
