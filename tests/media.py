@@ -306,6 +306,7 @@ def make_video(
     crf: int = 16,
     tag_color: bool = True,
     faststart: bool = False,
+    audio: bool = False,
 ) -> Clip:
     """Encode a clip of ``frames`` frames and return what a decoder must find in it.
 
@@ -314,7 +315,7 @@ def make_video(
     ``pix_fmt`` with ``colorspace``'s matrix and ``color_range``; with ``tag_color`` the stream and
     frames are tagged with them (``tag_color=False`` leaves them unspecified, to test the
     conventions decoders assume). ``faststart`` puts the MP4 index first, so a truncated copy
-    still opens. ``gop``: distance between keyframes; ``bframes``: consecutive
+    still opens. ``audio`` adds an AAC tone track as long as the video. ``gop``: distance between keyframes; ``bframes``: consecutive
     B-frames allowed (h264/hevc). Odd sizes need an encoder/pix_fmt allowing them (4:4:4,
     vp9, av1, mpeg4, mjpeg).
     """
@@ -355,6 +356,7 @@ def make_video(
             cc.color_range = _RANGE_TAG[color_range]
         if tag_color:
             cc.colorspace, cc.color_primaries, cc.color_trc = _TAGS[colorspace]
+        sound = _add_tone(out, frames / rate) if audio else None
         boxes = []
         for i in range(frames):
             rgb, bx = _render(pattern, i, width, height, frames, stamp=True)
@@ -370,6 +372,8 @@ def make_video(
                 out.mux(packet)
         for packet in stream.encode():
             out.mux(packet)
+        if sound is not None:
+            sound()
     finally:
         out.close()
     return Clip(
@@ -454,28 +458,35 @@ def read_tags(path: str | os.PathLike) -> dict[str, object]:
 # ------------------------------------------------------------------------------ broken inputs
 
 
-def make_audio(path: str | os.PathLike, *, seconds: float = 0.5, rate: int = 16000) -> Path:
-    """An audio-only file (a 440 Hz tone): AAC in .m4a/.mp4/.mkv, 16-bit PCM in .wav."""
-    path = Path(path)
-    codec = "pcm_s16le" if path.suffix.lower() == ".wav" else "aac"
-    fmt = "s16" if codec == "pcm_s16le" else "fltp"
-    with av.open(str(path), "w") as out:
-        stream = out.add_stream(codec, rate=rate)
-        stream.layout = "mono"
-        n = int(seconds * rate)
-        t = np.arange(n) / rate
-        tone = 0.3 * np.sin(2 * math.pi * 440 * t)
+def _add_tone(out, seconds: float, *, codec: str = "aac", rate: int = 16000):
+    """Add a mono 440 Hz tone stream to ``out``; returns a function that encodes and muxes it."""
+    stream = out.add_stream(codec, rate=rate)
+    stream.layout = "mono"
+    fmt = "s16" if codec.startswith("pcm_s16") else "fltp"
+
+    def write() -> None:
+        n = int(float(seconds) * rate)
+        tone = 0.3 * np.sin(2 * math.pi * 440 * np.arange(n) / rate)
         samples = (tone * 32767).astype(np.int16) if fmt == "s16" else tone.astype(np.float32)
-        chunk = 1024
-        for start in range(0, n, chunk):
-            part = samples[None, start : start + chunk]
-            frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(part), format=fmt, layout="mono")
+        for start in range(0, n, 1024):
+            part = np.ascontiguousarray(samples[None, start : start + 1024])
+            frame = av.AudioFrame.from_ndarray(part, format=fmt, layout="mono")
             frame.sample_rate = rate
             frame.pts = start
             for packet in stream.encode(frame):
                 out.mux(packet)
         for packet in stream.encode():
             out.mux(packet)
+
+    return write
+
+
+def make_audio(path: str | os.PathLike, *, seconds: float = 0.5, rate: int = 16000) -> Path:
+    """An audio-only file (a 440 Hz tone): AAC in .m4a/.mp4/.mkv, 16-bit PCM in .wav."""
+    path = Path(path)
+    codec = "pcm_s16le" if path.suffix.lower() == ".wav" else "aac"
+    with av.open(str(path), "w") as out:
+        _add_tone(out, seconds, codec=codec, rate=rate)()
     return path
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from vidpipe.decode.probe import open_input, to_fraction
+from vidpipe.decode.probe import discard_other_streams, open_input, to_fraction
 from vidpipe.errors import DecodeError, UnsupportedError
 
 __all__ = ["Demuxer", "Keyframe", "ANNEXB_FILTERS"]
@@ -67,9 +67,7 @@ class Demuxer:
         self.source = os.fspath(source)
         self.stream_id = stream_id
         self._container, self._stream = open_input(self.source, options=options)
-        for other in self._container.streams:
-            if other.index != self._stream.index:
-                other.discard = "all"  # the demuxer skips their packets without handing them to us
+        discard_other_streams(self._container, self._stream)
         self.codec: str = self._stream.codec_context.name
         self.time_base: Fraction = to_fraction(self._stream.time_base) or Fraction(1, 1000)
         self.stream_index: int = int(self._stream.index)

@@ -24,7 +24,15 @@ if TYPE_CHECKING:
     import av.container
     import av.video.stream
 
-__all__ = ["probe", "format_info", "open_input", "to_fraction", "is_url", "color_from_tags"]
+__all__ = [
+    "probe",
+    "format_info",
+    "open_input",
+    "discard_other_streams",
+    "to_fraction",
+    "is_url",
+    "color_from_tags",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +145,15 @@ def open_input(
         listed = ", ".join(kinds) if kinds else "none"
         raise SourceError(f"{text} has no video stream (streams: {listed})")
     return container, container.streams.video[0]
+
+
+def discard_other_streams(container: Any, keep: Any) -> None:
+    """Let the demuxer drop every stream's packets but ``keep``'s before they reach Python."""
+    from av.stream import Discard
+
+    for other in container.streams:
+        if other.index != keep.index:
+            other.discard = Discard.all
 
 
 def _chroma(fmt: Any) -> str | None:

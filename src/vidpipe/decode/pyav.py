@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from vidpipe.decode.base import DecodeOptions, Decoder, StreamInfo
-from vidpipe.decode.probe import color_from_tags, open_input, probe, to_fraction
+from vidpipe.decode.probe import color_from_tags, discard_other_streams, open_input, probe, to_fraction
 from vidpipe.errors import DecodeError
 from vidpipe.types import FrameBatch, FrameMeta
 
@@ -108,6 +108,7 @@ class PyAVDecoder(Decoder):
         self.close()
         container, stream = open_input(self.info.source)
         self._container = container
+        discard_other_streams(container, stream)
         cc = stream.codec_context
         cc.thread_type = "AUTO"  # frame + slice threads
         cc.thread_count = self.threads
