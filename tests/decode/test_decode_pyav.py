@@ -125,6 +125,42 @@ def test_colour(make_clip, kwargs):
         assert box_error(rgb, clip, index) <= 6, (index, kwargs)
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(colorspace="bt601"), dict(colorspace="bt709", color_range="full"), dict(pix_fmt="yuv444p", colorspace="bt709")],
+    ids=["bt601", "bt709-full", "444"],
+)
+def test_8bit_matches_pyav_rgb24_bit_for_bit(make_clip, kwargs):
+    """The planar (gbrp) conversion equals PyAV's rgb24 reformat, the reference of ops.color."""
+    import av
+
+    clip = make_clip(".mp4", frames=6, gop=6, width=160, height=96, **kwargs)
+    ours = frames_of(decode(clip.path)[1])
+    spaces = {"bt601": 5, "bt709": 1}
+    with av.open(str(clip.path)) as c:
+        for (_, _, rgb), f in zip(ours, c.decode(video=0)):
+            ref = f.reformat(
+                format="rgb24",
+                src_colorspace=spaces[clip.colorspace],
+                src_color_range=1 if clip.color_range == "limited" else 2,
+            ).to_ndarray()
+            assert np.array_equal(rgb.transpose(1, 2, 0), ref)
+
+
+def test_10bit_is_at_least_as_accurate_as_rgb24(make_clip):
+    import av
+
+    clip = make_clip(".mp4", frames=2, gop=2, pix_fmt="yuv420p10le", colorspace="bt2020", pattern="bars", width=256, height=64)
+    (_, _, rgb), _ = frames_of(decode(clip.path)[1])
+    truth = clip.rgb(0).astype(np.int32)
+    with av.open(str(clip.path)) as c:
+        ref = next(c.decode(video=0)).reformat(format="rgb24", src_colorspace=9, src_color_range=1).to_ndarray()
+    ours_err = np.abs(rgb.transpose(1, 2, 0).astype(np.int32) - truth)[16:].mean()
+    ref_err = np.abs(ref.astype(np.int32) - truth)[16:].mean()
+    assert ours_err <= ref_err + 0.05
+    assert min(rgb[:, 40, 8].tolist()) >= 254  # the white bar is white (rgb24 gives 253)
+
+
 def test_colour_untagged_hd_assumes_bt709(make_clip):
     clip = make_clip(".mp4", frames=2, gop=2, width=1280, height=720, colorspace="bt709", tag_color=False)
     (index, _, rgb), _ = frames_of(decode(clip.path, max_frames=2)[1])

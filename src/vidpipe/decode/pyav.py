@@ -5,6 +5,11 @@ matrix and range (the frame's tags, else the :class:`StreamInfo` convention) int
 and only for frames the :class:`DecodeOptions` keep: a skipped frame is decoded (the codec needs
 it) but never converted or copied.
 
+swscale converts to planar ``gbrp`` with one reused context, and each plane is copied once into
+its channel of a preallocated batch buffer (no HWC->CHW transpose). For 8-bit input the result is
+bit-identical to PyAV's ``reformat(format="rgb24")`` (the reference of :mod:`vidpipe.ops.color`);
+for 10-bit input it is closer to the source (full white is 255, where rgb24 gives 253).
+
 Frame numbering (``FrameMeta.index``): frames are counted in presentation order from the first
 frame of the stream. After a seek (``start``) the count restarts from the first frame's
 timestamp, ``round((pts - stream_start) * fps)``, exact for constant frame rate streams. When a
@@ -99,6 +104,7 @@ class PyAVDecoder(Decoder):
         self.frames_corrupt = 0
         self.frames_missing = 0
         self._container: Any = None
+        self._failure: BaseException | None = None
         self._reformatter: Any = None
         self._color_cache: dict[tuple[int, int, str], tuple[int, int]] = {}
 
@@ -168,11 +174,11 @@ class PyAVDecoder(Decoder):
     # ------------------------------------------------------------------------------ decoding
 
     def _decoded(self, container: Any, stream: Any) -> Iterator[Any]:
-        """Decoded frames in presentation order; on a decode error, drain what the codec holds,
-        record :attr:`error` and stop."""
+        """Decoded frames in presentation order. A decode or demux error ends the stream: the
+        frames the codec still holds are drained and the error is left in ``self._failure``."""
         import av
 
-        failure: BaseException | None = None
+        self._failure = None
         try:
             for packet in container.demux(stream):
                 if packet.size == 0:
@@ -180,27 +186,15 @@ class PyAVDecoder(Decoder):
                 try:
                     frames = stream.decode(packet)
                 except av.error.FFmpegError as exc:
-                    failure = exc
+                    self._failure = exc
                     break
                 yield from frames
         except av.error.FFmpegError as exc:  # demuxer error (truncated / damaged container)
-            failure = exc
+            self._failure = exc
         try:
             yield from stream.decode(None)  # flush: frames still held for reordering / threads
         except av.error.FFmpegError as exc:
-            failure = failure or exc
-        if failure is not None:
-            self._fail(failure)
-
-    def _fail(self, exc: BaseException) -> None:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        n = self.frames_decoded
-        self.error = DecodeError(
-            f"{self.info.source}: decoding stopped at frame {n} ({reason}); the {n} frames before it "
-            f"were kept; check the file with ffprobe or re-encode it with ffmpeg"
-        )
-        self.error.__cause__ = exc
-        logger.warning("%s", self.error)
+            self._failure = self._failure or exc
 
     def _frames(self) -> Iterator[tuple[Any, int, float | None]]:
         """``(frame, index, pts seconds)`` of the frames to deliver, in order."""
@@ -212,6 +206,7 @@ class PyAVDecoder(Decoder):
             yield from self._frames_from(seek=False)
 
     def _frames_from(self, *, seek: bool) -> Iterator[tuple[Any, int, float | None]]:
+        """Body of :meth:`_frames`; returns ``True`` when a seek overshot and it must start over."""
         opts = self.options
         container, stream = self._open()
         tb = to_fraction(stream.time_base) or self.info.time_base
@@ -221,45 +216,51 @@ class PyAVDecoder(Decoder):
             container.seek(start_pts + int(opts.start / tb), stream=stream, backward=True, any_frame=False)
         cfr = bool(fps) and _constant_rate(stream)
         index, prev_pts, kept = -1, None, 0
-        stopped = False
         for frame in self._decoded(container, stream):
             self.frames_decoded += 1
-            if frame.is_corrupt:
-                self.frames_corrupt += 1
-                if self.frames_corrupt == 1:
-                    logger.warning("%s: frame %d is damaged (FFmpeg concealed errors)", self.info.source, index + 1)
             pts = None if frame.pts is None else float((frame.pts - start_pts) * tb)
             if seek and index < 0:
-                if pts is None or not fps:
-                    return True  # cannot number frames after a seek without timestamps
-                if pts > opts.start + 0.5 / fps:
-                    return True
+                if pts is None or not fps or pts > opts.start + 0.5 / fps:
+                    return True  # no timestamp to number frames from, or landed after the start
                 index = int(round(pts * fps))  # first frame after a seek: number from its timestamp
             elif cfr and pts is not None and prev_pts is not None and (step := round((pts - prev_pts) * fps)) >= 2:
-                self.frames_missing += step - 1
-                if self.frames_missing == step - 1:
-                    logger.warning(
-                        "%s: %d frame(s) missing before t=%.3fs (damaged data?); frame numbers follow "
-                        "the timestamps", self.info.source, step - 1, pts,
-                    )
+                self._note_missing(step - 1, pts)
                 index += step
             else:
                 index += 1
             prev_pts = pts if pts is not None else prev_pts
+            if frame.is_corrupt:
+                self.frames_corrupt += 1
+                if self.frames_corrupt == 1:
+                    logger.warning("%s: frame %d is damaged (FFmpeg concealed errors)", self.info.source, index)
             want = opts.wants(index, pts)
             if want is None:
-                stopped = True
-                break
+                return False  # past `end`
             if not want:
                 continue
             yield frame, index, pts
             kept += 1
             if opts.max_frames is not None and kept >= opts.max_frames:
-                stopped = True
-                break
-        if not stopped and self.error is None:
+                return False
+        if self._failure is not None:
+            reason = getattr(self._failure, "strerror", None) or str(self._failure)
+            self.error = DecodeError(
+                f"{self.info.source}: decoding stopped at frame {index + 1} ({reason}); the {kept} frames "
+                "delivered before it were kept; check the file with ffprobe or re-encode it with ffmpeg"
+            )
+            self.error.__cause__ = self._failure
+            logger.warning("%s", self.error)
+        else:
             self._check_complete(index, prev_pts, kept)
         return False
+
+    def _note_missing(self, count: int, pts: float) -> None:
+        if not self.frames_missing:
+            logger.warning(
+                "%s: %d frame(s) missing before t=%.3fs (damaged data?); frame numbers follow the timestamps",
+                self.info.source, count, pts,
+            )
+        self.frames_missing += count
 
     def _check_complete(self, last_index: int, last_pts: float | None, kept: int) -> None:
         """Mark the result partial when a clean end of stream comes well before the end the
