@@ -1,0 +1,60 @@
+"""Fixtures for the image tests: ``imgfactory`` importable, a folder of small JPEGs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+
+@pytest.fixture
+def jpeg_folder(tmp_path: Path) -> Path:
+    """Five JPEGs of different sizes (one in a sub-folder), named so sorting is meaningful."""
+    from imgfactory import encode, pattern, write
+
+    sizes = [(48, 64), (64, 48), (30, 90), (50, 50), (40, 60)]
+    names = ["a.jpg", "b.JPG", "c.jpeg", "sub/d.jpg", "sub/e.jpg"]
+    for k, (name, (h, w)) in enumerate(zip(names, sizes)):
+        write(tmp_path / "imgs" / name, encode(pattern(h, w, seed=k)))
+    return tmp_path / "imgs"
+
+
+ROUTES = [
+    "cpu",  # decoder="cpu": every file decoded on the reader threads
+    "batched",  # torchvision's batched decode_jpeg on the CPU device: the GPU route's code path
+    pytest.param("cuda", marks=pytest.mark.gpu, id="cuda"),  # nvJPEG on the GPU
+]
+
+
+def make_loader(route: str, inputs, **kw):
+    """A loader for ``route``: ``"cpu"``, ``"batched"`` (the batched-decoder path, run with
+    torchvision's CPU list decoder) or ``"cuda"``."""
+    import torch
+
+    import vidpipe.images as vi
+    from vidpipe.images.config import image_config
+    from vidpipe.images.decode_gpu import NvjpegDecoder
+    from vidpipe.images.listing import list_images
+    from vidpipe.images.loader import ImageLoader
+
+    if route == "cuda":
+        return vi.load(inputs, device="cuda", **kw)
+    if route == "cpu":
+        return vi.load(inputs, device="cpu", decoder="cpu", **kw)
+    batch_size = kw.pop("batch_size", 64)
+    prefetch = kw.pop("prefetch", 2)
+    cfg = image_config(device="cpu", **kw)
+    return ImageLoader(
+        list_images(inputs), cfg, batch_size=batch_size, gpu_decoder=NvjpegDecoder(torch.device("cpu")),
+        decoder_desc="torchvision batch (cpu)", prefetch=prefetch,
+    )  # fmt: skip
+
+
+@pytest.fixture(params=ROUTES)
+def route(request) -> str:
+    return request.param

@@ -1,0 +1,66 @@
+"""Every kind of bad file is skipped with its reason; the good ones arrive, in order."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from conftest import make_loader
+from imgfactory import bad_files, encode, pattern, write
+
+
+def test_bad_files_skipped_with_reasons_rest_in_order(route, tmp_path):
+    folder = tmp_path / "mixed"
+    expected = bad_files(folder)
+    big = encode(pattern(300, 400, seed=1))
+    expected["j_truncated_scan.jpg"] = "truncated"
+    write(folder / "j_truncated_scan.jpg", big[: len(big) * 3 // 4])
+    good = ["a_good.jpg", "k_png_named.jpg", "m_good.png", "z_good.jpg"]
+    write(folder / "a_good.jpg", encode(pattern(40, 50, seed=2)))
+    write(folder / "k_png_named.jpg", encode(pattern(30, 30, seed=3), "PNG"))
+    write(folder / "m_good.png", encode(pattern(20, 70, seed=4), "PNG"))
+    write(folder / "z_good.jpg", encode(pattern(64, 48, seed=5)))
+    loader = make_loader(route, [str(folder), str(folder / "missing.jpg")], batch_size=3, size=(32, 32))
+    batches = list(loader)
+    delivered = [os.path.basename(p) for b in batches for p in b.paths]
+    assert delivered == good
+    got = {os.path.basename(s.path): s.reason for s in loader.skipped}
+    assert got == {**expected, "missing.jpg": "missing"}
+    # Skips are reported with the batch that follows them (or only in loader.skipped at the end),
+    # each exactly once, and every detail says something.
+    in_batches = [s for b in batches for s in b.skipped]
+    assert len(set(in_batches)) == len(in_batches) <= len(loader.skipped)
+    assert all(s.detail for s in loader.skipped)
+    indices = [i for b in batches for i in b.indices]
+    assert indices == sorted(indices)
+    assert loader.stats.images == 4 and loader.stats.skipped == len(expected) + 1
+
+
+def test_only_bad_files_yields_no_batch(route, tmp_path):
+    expected = bad_files(tmp_path / "bad")
+    loader = make_loader(route, tmp_path / "bad", batch_size=4)
+    assert list(loader) == []
+    assert {os.path.basename(s.path): s.reason for s in loader.skipped} == expected
+
+
+def test_directory_named_like_an_image_in_a_list(tmp_path):
+    import vidpipe.images as vi
+
+    (tmp_path / "folder.jpg").mkdir()
+    ok = write(tmp_path / "ok.jpg", encode(pattern(10, 10)))
+    loader = vi.load([str(tmp_path / "folder.jpg" / "nothing.jpg"), str(ok)], device="cpu")
+    assert [len(b) for b in loader] == [1]
+    assert [s.reason for s in loader.skipped] == ["missing"]
+
+
+@pytest.mark.parametrize("max_pixels", [100, 10_000])
+def test_max_pixels_limit(max_pixels, tmp_path):
+    import vidpipe.images as vi
+
+    p = write(tmp_path / "x.jpg", encode(pattern(50, 60)))
+    loader = vi.load(p, device="cpu", max_pixels=max_pixels)
+    n = sum(len(b) for b in loader)
+    assert n == (1 if max_pixels >= 3000 else 0)
+    if n == 0:
+        (s,) = loader.skipped
+        assert s.reason == "too_large" and "max_pixels=100" in s.detail
