@@ -74,6 +74,28 @@ def _yaml_scalar(value: str) -> str:
     return re.sub(r"\s+#.*$", "", value)
 
 
+def _parse_flow(rest: str, source: str) -> tuple[str, ...]:
+    """``[a, 'b']`` or ``{0: a, 1: b}`` (quoted or not) on one line."""
+    try:
+        return normalize_names(ast.literal_eval(rest), source=source)
+    except (ValueError, SyntaxError):
+        pass
+    inner = rest[1:-1].strip() if len(rest) >= 2 else ""
+    items = [v.strip() for v in inner.split(",") if v.strip()]
+    if rest.startswith("[") and rest.endswith("]") and items:
+        return tuple(_yaml_scalar(v) for v in items)
+    if rest.startswith("{") and rest.endswith("}") and items:
+        table = {}
+        for item in items:
+            key, sep, value = item.partition(":")
+            if not sep or not key.strip().isdigit():
+                break
+            table[int(key)] = _yaml_scalar(value)
+        else:
+            return normalize_names(table, source=source)
+    raise ModelError(f"{source}: cannot parse 'names: {rest[:60]}'")
+
+
 def _parse_yaml_names(text: str, source: str) -> tuple[str, ...]:
     lines = text.splitlines()
     for i, line in enumerate(lines):
@@ -82,13 +104,7 @@ def _parse_yaml_names(text: str, source: str) -> tuple[str, ...]:
             continue
         rest = m.group(1).strip()
         if rest and not rest.startswith("#"):
-            try:
-                return normalize_names(ast.literal_eval(rest), source=source)
-            except (ValueError, SyntaxError):
-                inner = rest.strip("[]{} ")
-                if rest.startswith("[") and inner:
-                    return tuple(_yaml_scalar(v) for v in inner.split(","))
-                raise ModelError(f"{source}: cannot parse 'names: {rest[:60]}'") from None
+            return _parse_flow(rest, source)
         table: dict[int, str] = {}
         items: list[str] = []
         for body in lines[i + 1 :]:

@@ -73,6 +73,18 @@ def _given_names(names: Any) -> tuple[str, ...] | None:
     return resolve_names(names)
 
 
+def _metadata_names(value: Any, what: str) -> tuple[str, ...] | None:
+    """Names from file metadata for the head-detection hint (unreadable metadata: no hint)."""
+    if value is None:
+        return None
+    from vidpipe.models.names import parse_names_text, normalize_names
+
+    try:
+        return parse_names_text(value, source=what) if isinstance(value, str) else normalize_names(value, source=what)
+    except ModelError:
+        return None
+
+
 def _ensure_heads() -> None:
     """Make sure the heads of this package are in the registry.
 
@@ -138,10 +150,11 @@ def describe(
         raw = attempt(dtype)
 
     given = _given_names(names)
+    hint_names = given if given is not None else _metadata_names(meta.names, what)
     if head is None:
         from vidpipe.models.heads.detect import detect_head
 
-        head = detect_head(raw, num_classes_hint=None if given is None else len(given))
+        head = detect_head(raw, num_classes_hint=None if hint_names is None else len(hint_names))
         logger.info("%s: output %s -> head %r", what, describe_raw(raw), head)
     decoder = _head_instance(head)
     try:

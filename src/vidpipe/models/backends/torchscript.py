@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import warnings
 import zipfile
 from typing import Any, Literal
 
@@ -92,7 +93,9 @@ def load_torchscript(
     dev = resolve_device(device)
     extra = {"config.txt": ""}
     try:
-        module = torch.jit.load(p, map_location=dev, _extra_files=extra)
+        with warnings.catch_warnings():  # torch >= 2.10 marks TorchScript deprecated; it still runs
+            warnings.simplefilter("ignore", FutureWarning)
+            module = torch.jit.load(p, map_location=dev, _extra_files=extra)
     except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError/ValueError/zip errors
         raise load_error(p, "TorchScript", exc, "is it a TorchScript archive (torch.jit.save)?") from exc
     meta = parse_config(extra.get("config.txt"))
