@@ -307,6 +307,7 @@ def make_video(
     tag_color: bool = True,
     faststart: bool = False,
     audio: bool = False,
+    rotation: int = 0,
 ) -> Clip:
     """Encode a clip of ``frames`` frames and return what a decoder must find in it.
 
@@ -315,7 +316,8 @@ def make_video(
     ``pix_fmt`` with ``colorspace``'s matrix and ``color_range``; with ``tag_color`` the stream and
     frames are tagged with them (``tag_color=False`` leaves them unspecified, to test the
     conventions decoders assume). ``faststart`` puts the MP4 index first, so a truncated copy
-    still opens. ``audio`` adds an AAC tone track as long as the video. ``gop``: distance between keyframes; ``bframes``: consecutive
+    still opens. ``audio`` adds an AAC tone track as long as the video. ``rotation``
+    (degrees counter-clockwise) writes a display matrix (MP4/MOV). ``gop``: distance between keyframes; ``bframes``: consecutive
     B-frames allowed (h264/hevc). Odd sizes need an encoder/pix_fmt allowing them (4:4:4,
     vp9, av1, mpeg4, mjpeg).
     """
@@ -338,10 +340,13 @@ def make_video(
     options = _encoder_options(codec, gop, bframes, crf)
     if codec == "mjpeg" and color_range == "limited":
         options["strict"] = "unofficial"  # limited-range JPEG is non-standard but decodable
-    out = av.open(str(path), "w", options={"movflags": "+faststart"} if faststart else None)
+    mp4_family = path.suffix.lower() in (".mp4", ".mov", ".m4v")
+    out = av.open(str(path), "w", options={"movflags": "+faststart"} if faststart and mp4_family else None)
     try:
         stream = out.add_stream(encoder, rate=rate, options=options)
         stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
+        if rotation:
+            stream.set_display_rotation(rotation)
         cc = stream.codec_context
         cc.time_base = 1 / rate
         cc.gop_size = gop

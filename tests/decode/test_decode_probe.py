@@ -70,6 +70,17 @@ def test_format_info_lines(make_clip):
     assert "frames     30" in text and "bt709 limited" in text and "(tagged)" in text
 
 
+def test_probe_rotation(make_clip):
+    clip = make_clip(".mp4", frames=3, gop=3, rotation=90)
+    info = probe(clip.path)
+    assert (info.width, info.height) == (160, 96)  # coded size; rotation is display metadata
+    if info.extra["rotation_known"]:  # PyAV >= 19 exposes the stream's display matrix
+        assert info.rotation == 90
+    else:  # PyAV 18 has no stream-level accessor
+        assert info.rotation == 0
+    assert probe(make_clip(".mp4", frames=3, gop=3).path).rotation == 0
+
+
 def test_probe_with_audio(make_clip):
     info = probe(make_clip(".mp4", frames=20, gop=10, audio=True).path)
     assert info.codec == "h264" and info.frame_count == 20 and info.stream_index == 0
