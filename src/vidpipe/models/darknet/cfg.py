@@ -235,11 +235,8 @@ class _Reader:
         absolute = current + rel if rel < 0 else rel
         if not 0 <= absolute < current:
             line = self.raw.opts[key][1] if key in self.raw.opts else None
-            raise self.error(
-                f"{key} refers to layer {rel} (absolute {absolute}), but layer {current} can only "
-                f"use layers 0..{current - 1}",
-                line,
-            )
+            allowed = f"can only use layers 0..{current - 1}" if current else "is the first layer"
+            raise self.error(f"{key} refers to layer {rel} (absolute {absolute}), but layer {current} {allowed}", line)
         return absolute
 
 
