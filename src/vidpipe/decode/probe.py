@@ -36,6 +36,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+_URL_TIMEOUT = 10.0  # seconds, for opening a URL and for each read from it
 _URL_SCHEMES = ("rtsp", "rtsps", "rtmp", "rtmps", "http", "https", "srt", "udp", "tcp", "rtp", "file")
 
 # FFmpeg AVColorSpace values -> matrix; AVColorRange values -> range.
@@ -117,13 +118,16 @@ def open_input(
 ) -> tuple["av.container.InputContainer", "av.video.stream.VideoStream"]:
     """Open ``source`` with PyAV and return ``(container, first video stream)``.
 
-    Raises :class:`SourceError` naming the input for a missing path, a folder, an empty file, a
+    ``timeout``: seconds to wait for a URL to open and for each read (default 10 s for URLs, so
+    a dead stream fails instead of hanging; none for files). Raises :class:`SourceError` naming the input for a missing path, a folder, an empty file, a
     file FFmpeg cannot read, or one without a video stream. The caller closes the container.
     """
     import av
 
     text = os.fspath(source)
     path = None if is_url(text) else _check_path(text)
+    if timeout is None and path is None:
+        timeout = _URL_TIMEOUT
     try:
         container = av.open(text, mode="r", options=options or {}, timeout=timeout)
     except av.error.FFmpegError as exc:

@@ -90,8 +90,10 @@ class PyAVDecoder(Decoder):
         convert_threads: int | None = None,
         stream_id: int = 0,
     ) -> None:
+        from vidpipe.decode.registry import BackendChoice
         from vidpipe.device import resolve_device
 
+        self.choice = BackendChoice(self.name, "PyAVDecoder was created directly")
         self.info = source if isinstance(source, StreamInfo) else probe(source)
         self.device = resolve_device(device)
         self.options = options if options is not None else DecodeOptions()
@@ -200,8 +202,8 @@ class PyAVDecoder(Decoder):
         """``(frame, index, pts seconds)`` of the frames to deliver, in order."""
         seek = bool(self.options.start)
         restart = yield from self._frames_from(seek=seek)
-        if restart:  # the seek overshot the start time: decode from the beginning instead
-            logger.debug("%s: seek to %.3fs landed after it; decoding from the start", self.info.source, self.options.start)
+        if restart:  # the seek failed or overshot the start time: decode from the beginning instead
+            logger.debug("%s: cannot seek to %.3fs; decoding from the start", self.info.source, self.options.start)
             self.frames_decoded = self.frames_corrupt = self.frames_missing = 0
             yield from self._frames_from(seek=False)
 
@@ -213,7 +215,12 @@ class PyAVDecoder(Decoder):
         start_pts = int(stream.start_time or 0)
         fps = self.info.fps
         if seek:
-            container.seek(start_pts + int(opts.start / tb), stream=stream, backward=True, any_frame=False)
+            import av
+
+            try:
+                container.seek(start_pts + int(opts.start / tb), stream=stream, backward=True, any_frame=False)
+            except av.error.FFmpegError:  # not seekable (a live stream, a pipe): read up to `start`
+                return True
         cfr = bool(fps) and _constant_rate(stream)
         index, prev_pts, kept = -1, None, 0
         for frame in self._decoded(container, stream):
