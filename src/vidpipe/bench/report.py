@@ -1,0 +1,186 @@
+"""Benchmark output from rows of dicts: a markdown table, JSON, and a PNG bar chart.
+
+Generic: every benchmark (decode, e2e, images, streams) hands over ``rows`` (one dict per peer,
+same keys) and picks the columns and the value to plot. The PNG is drawn with PIL (no matplotlib).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["format_value", "markdown_table", "write_json", "write_markdown", "bar_chart_png", "write_report"]
+
+
+def format_value(value: Any, spec: str | None = None) -> str:
+    """A table cell: ``None`` -> ``-``; floats with ``spec`` or a sensible default; ints with
+    thousands separators."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if spec is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return format(value, spec)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[str] | None = None,
+    *,
+    headers: Mapping[str, str] | None = None,
+    formats: Mapping[str, str] | None = None,
+) -> str:
+    """A GitHub markdown table of ``rows``; ``columns`` picks and orders keys (default: the keys
+    of the first row), ``headers`` renames them, ``formats`` gives format specs per column.
+    Numeric columns are right-aligned."""
+    if not rows:
+        return "(no rows)\n"
+    cols = list(columns) if columns is not None else list(rows[0].keys())
+    headers = headers or {}
+    formats = formats or {}
+    cells = [[format_value(r.get(c), formats.get(c)) for c in cols] for r in rows]
+    numeric = [
+        all(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool) or r.get(c) is None for r in rows)
+        for c in cols
+    ]
+    names = [headers.get(c, c) for c in cols]
+    widths = [max(len(n), *(len(row[i]) for row in cells)) for i, n in enumerate(names)]
+
+    def line(values: Sequence[str]) -> str:
+        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)]
+        return "| " + " | ".join(parts) + " |"
+
+    rule = "|" + "|".join(("-" * (w + 1) + ":") if num else ("-" * (w + 2)) for w, num in zip(widths, numeric)) + "|"
+    return "\n".join([line(names), rule, *(line(r) for r in cells)]) + "\n"
+
+
+def write_json(path: str | Path, obj: Any) -> Path:
+    """Write ``obj`` as indented JSON (tuples, paths, dataclasses, NaN handled)."""
+    from vidpipe.summary import jsonable
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(jsonable(obj), indent=2) + "\n")
+    return path
+
+
+def write_markdown(
+    path: str | Path,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    title: str | None = None,
+    columns: Sequence[str] | None = None,
+    headers: Mapping[str, str] | None = None,
+    formats: Mapping[str, str] | None = None,
+    notes: Sequence[str] = (),
+) -> Path:
+    """A markdown file: optional ``# title``, the table, then ``notes`` as a bullet list."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = (f"# {title}\n\n" if title else "") + markdown_table(rows, columns, headers=headers, formats=formats)
+    if notes:
+        text += "\n" + "".join(f"- {n}\n" for n in notes)
+    path.write_text(text)
+    return path
+
+
+_PALETTE = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189), (140, 86, 75),
+            (227, 119, 194), (127, 127, 127), (188, 189, 34), (23, 190, 207)]  # fmt: skip
+
+
+def bar_chart_png(
+    path: str | Path,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    label: str,
+    value: str,
+    title: str = "",
+    unit: str = "",
+    highlight: Sequence[str] = (),
+    width: int = 960,
+) -> Path:
+    """A horizontal bar chart of ``row[value]`` per ``row[label]`` (rows without a numeric value
+    are drawn as "n/a"), written as PNG with PIL. Labels in ``highlight`` get a bold outline."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = _font(ImageFont, 15)
+    small = _font(ImageFont, 13)
+    bar_h, gap, top, left_pad, right_pad = 26, 10, 56 if title else 20, 14, 110
+    probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+    label_w = max([probe.textlength(str(r.get(label, "")), font=font) for r in rows] + [40])
+    x0 = int(left_pad + label_w + 12)
+    plot_w = max(100, width - x0 - right_pad)
+    height = top + len(rows) * (bar_h + gap) + 30
+    img = Image.new("RGB", (width, height), "white")
+    d = ImageDraw.Draw(img)
+    if title:
+        d.text((left_pad, 16), title, fill="black", font=_font(ImageFont, 19))
+    vals = [r.get(value) for r in rows]
+    nums = [v for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    vmax = max(nums) if nums and max(nums) > 0 else 1.0
+    for i, (r, v) in enumerate(zip(rows, vals)):
+        y = top + i * (bar_h + gap)
+        name = str(r.get(label, ""))
+        d.text((left_pad, y + 5), name, fill="black", font=font)
+        if v in nums:
+            w = max(1, int(plot_w * v / vmax))
+            colour = _PALETTE[i % len(_PALETTE)]
+            d.rectangle([x0, y, x0 + w, y + bar_h], fill=colour, outline="black" if name in highlight else None,
+                        width=3 if name in highlight else 1)  # fmt: skip
+            d.text((x0 + w + 6, y + 6), f"{format_value(float(v))} {unit}".strip(), fill="black", font=small)
+        else:
+            d.text((x0 + 4, y + 6), "n/a", fill=(120, 120, 120), font=small)
+    d.line([x0, top - 4, x0, height - 24], fill=(80, 80, 80))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    img.save(path, format="PNG")
+    return path
+
+
+def _font(image_font, size: int):
+    for name in ("DejaVuSans.ttf", "Arial.ttf", "LiberationSans-Regular.ttf"):
+        try:
+            return image_font.truetype(name, size)
+        except OSError:
+            continue
+    try:
+        return image_font.load_default(size=size)  # Pillow >= 10.1
+    except TypeError:
+        return image_font.load_default()
+
+
+def write_report(
+    out_dir: str | Path,
+    name: str,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    title: str,
+    label: str,
+    value: str,
+    unit: str = "",
+    columns: Sequence[str] | None = None,
+    headers: Mapping[str, str] | None = None,
+    formats: Mapping[str, str] | None = None,
+    notes: Sequence[str] = (),
+    meta: Mapping[str, Any] | None = None,
+    highlight: Sequence[str] = (),
+) -> dict[str, Path]:
+    """``name.md``, ``name.json`` (``{"title", "meta", "rows", "notes"}``) and ``name.png`` in
+    ``out_dir``; returns their paths by kind."""
+    out = Path(out_dir)
+    return {
+        "markdown": write_markdown(out / f"{name}.md", rows, title=title, columns=columns, headers=headers,
+                                   formats=formats, notes=notes),  # fmt: skip
+        "json": write_json(out / f"{name}.json", {"title": title, "meta": dict(meta or {}), "rows": list(rows),
+                                                  "notes": list(notes)}),  # fmt: skip
+        "png": bar_chart_png(out / f"{name}.png", rows, label=label, value=value, title=title, unit=unit,
+                             highlight=highlight),  # fmt: skip
+    }
