@@ -317,9 +317,9 @@ def make_video(
     frames are tagged with them (``tag_color=False`` leaves them unspecified, to test the
     conventions decoders assume). ``faststart`` puts the MP4 index first, so a truncated copy
     still opens. ``audio`` adds an AAC tone track as long as the video. ``rotation``
-    (degrees counter-clockwise) writes a display matrix (MP4/MOV). ``gop``: distance between keyframes; ``bframes``: consecutive
-    B-frames allowed (h264/hevc). Odd sizes need an encoder/pix_fmt allowing them (4:4:4,
-    vp9, av1, mpeg4, mjpeg).
+    (degrees counter-clockwise) writes a display matrix (MP4/MOV). ``gop``: distance between
+    keyframes; ``bframes``: consecutive B-frames allowed (h264/hevc). Odd sizes need an
+    encoder/pix_fmt allowing them (4:4:4, vp9, av1, mpeg4, mjpeg).
     """
     path = Path(path)
     if codec not in _ENCODERS:
@@ -404,7 +404,11 @@ def make_video(
 
 
 def make_size_change(
-    path: str | os.PathLike, *, sizes: tuple[tuple[int, int], ...] = ((64, 48), (96, 64)), frames_each: int = 5, fps: int = 25
+    path: str | os.PathLike,
+    *,
+    sizes: tuple[tuple[int, int], ...] = ((64, 48), (96, 64)),
+    frames_each: int = 5,
+    fps: int = 25,
 ) -> Clip:
     """An MJPEG clip (``.mkv``/``.avi``) whose frame size changes mid-stream: ``frames_each``
     frames of each ``(width, height)`` in ``sizes``, boxes pattern, BT.601 full range."""

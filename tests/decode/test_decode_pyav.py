@@ -127,7 +127,11 @@ def test_colour(make_clip, kwargs):
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(colorspace="bt601"), dict(colorspace="bt709", color_range="full"), dict(pix_fmt="yuv444p", colorspace="bt709")],
+    [
+        dict(colorspace="bt601"),
+        dict(colorspace="bt709", color_range="full"),
+        dict(pix_fmt="yuv444p", colorspace="bt709"),
+    ],
     ids=["bt601", "bt709-full", "444"],
 )
 def test_8bit_matches_pyav_rgb24_bit_for_bit(make_clip, kwargs):
@@ -150,7 +154,9 @@ def test_8bit_matches_pyav_rgb24_bit_for_bit(make_clip, kwargs):
 def test_10bit_is_at_least_as_accurate_as_rgb24(make_clip):
     import av
 
-    clip = make_clip(".mp4", frames=2, gop=2, pix_fmt="yuv420p10le", colorspace="bt2020", pattern="bars", width=256, height=64)
+    clip = make_clip(
+        ".mp4", frames=2, gop=2, pix_fmt="yuv420p10le", colorspace="bt2020", pattern="bars", width=256, height=64
+    )
     (_, _, rgb), _ = frames_of(decode(clip.path)[1])
     truth = clip.rgb(0).astype(np.int32)
     with av.open(str(clip.path)) as c:
@@ -242,7 +248,9 @@ def test_size_change_starts_a_new_batch(tmp_path):
     assert [read_stamp(f[2]) for f in frames] == list(range(10))
 
 
-@pytest.mark.parametrize("suffix,codec,faststart", [(".mkv", "h264", False), (".mp4", "h264", True), (".webm", "vp9", False)])
+@pytest.mark.parametrize(
+    "suffix,codec,faststart", [(".mkv", "h264", False), (".mp4", "h264", True), (".webm", "vp9", False)]
+)
 def test_truncated_file_is_partial(make_clip, tmp_path, suffix, codec, faststart):
     clip = make_clip(suffix, codec=codec, frames=60, gop=10, faststart=faststart)
     cut = truncate(clip.path, 0.6, dst=tmp_path / f"cut{suffix}")

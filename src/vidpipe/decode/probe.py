@@ -119,7 +119,9 @@ def open_input(
     """Open ``source`` with PyAV and return ``(container, first video stream)``.
 
     ``timeout``: seconds to wait for a URL to open and for each read (default 10 s for URLs, so
-    a dead stream fails instead of hanging; none for files). Raises :class:`SourceError` naming the input for a missing path, a folder, an empty file, a
+    a dead stream fails instead of hanging; none for files).
+
+    Raises :class:`SourceError` naming the input for a missing path, a folder, an empty file, a
     file FFmpeg cannot read, or one without a video stream. The caller closes the container.
     """
     import av

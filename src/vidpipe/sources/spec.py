@@ -112,8 +112,9 @@ def _classify_folder(folder: str) -> list[SourceSpec]:
 
 
 def _classify_glob(pattern: str) -> list[SourceSpec]:
+    found = glob.glob(pattern, recursive=True)
     matches = sorted(
-        (p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p) and not os.path.basename(p).startswith(".")),
+        (p for p in found if os.path.isfile(p) and not os.path.basename(p).startswith(".")),
         key=lambda p: Path(p).parts,
     )
     if not matches:
