@@ -139,12 +139,14 @@ class YoloDecode(nn.Module):
         self.num_anchors = len(sec.mask)
         self.num_classes = sec.classes
         self.scale_x_y = sec.scale_x_y
-        anchors = torch.tensor(sec.masked_anchors, dtype=torch.float32).view(1, self.num_anchors, 1, 1, 2)
-        self.register_buffer("anchors", anchors, persistent=False)
-        self._grids: dict[tuple[int, int, int, int, str], tuple[torch.Tensor, torch.Tensor]] = {}
+        self.anchors = sec.masked_anchors  # (w, h) in input pixels
+        self._grids: dict[tuple[int, int, int, int, str], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
-    def _grid(self, h: int, w: int, input_h: int, input_w: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(1, 1, h, w, 2)`` cell offsets (minus ``(s - 1) / 2``) and the ``(2,)`` stride, cached."""
+    def _grid(
+        self, h: int, w: int, input_h: int, input_w: int, device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Float32 ``(1, 1, h, w, 2)`` cell offsets (minus ``(s - 1) / 2``), ``(2,)`` stride and
+        ``(1, A, 1, 1, 2)`` anchors on ``device``, cached per size and device."""
         key = (h, w, input_h, input_w, str(device))
         cached = self._grids.get(key)
         if cached is None:
@@ -155,18 +157,19 @@ class YoloDecode(nn.Module):
             )
             grid = (torch.stack((xs, ys), dim=-1) - 0.5 * (self.scale_x_y - 1.0)).view(1, 1, h, w, 2)
             stride = torch.tensor((input_w / w, input_h / h), dtype=torch.float32, device=device)
-            cached = self._grids[key] = (grid, stride)
+            anchors = torch.tensor(self.anchors, dtype=torch.float32, device=device).view(1, -1, 1, 1, 2)
+            cached = self._grids[key] = (grid, stride, anchors)
         return cached
 
     def forward(self, x: torch.Tensor, input_h: int, input_w: int) -> torch.Tensor:
         b, _, h, w = x.shape
         a, n = self.num_anchors, 5 + self.num_classes
         p = x.view(b, a, n, h, w).permute(0, 1, 3, 4, 2).float()
-        grid, stride = self._grid(h, w, input_h, input_w, x.device)
+        grid, stride, anchors = self._grid(h, w, input_h, input_w, x.device)
         xy = p[..., :2].sigmoid()
         if self.scale_x_y != 1.0:
             xy = xy * self.scale_x_y
         xy = (xy + grid) * stride
-        wh = p[..., 2:4].exp() * self.anchors.float()
+        wh = p[..., 2:4].exp() * anchors
         out = torch.cat((xy, wh, p[..., 4:].sigmoid()), dim=-1)
         return out.view(b, a * h * w, n)
