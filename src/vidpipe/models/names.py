@@ -173,7 +173,9 @@ def coco80_names() -> tuple[str, ...]:
         with safe_open(str(path), framework="pt") as f:
             names = tuple(json.loads((f.metadata() or {}).get("names", "[]")))
     if len(names) != 80:
-        raise ModelError(f"the COCO class names shipped with vidpipe have {len(names)} entries, not 80; reinstall vidpipe")
+        raise ModelError(
+            f"the COCO class names shipped with vidpipe have {len(names)} entries, not 80; reinstall vidpipe"
+        )
     return names
 
 

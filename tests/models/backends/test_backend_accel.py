@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import known_nets as kn
 import pytest
 import torch
-
-import known_nets as kn
 
 from vidpipe.errors import ConfigError, ModelError
 from vidpipe.models.backends import accelerate, from_module

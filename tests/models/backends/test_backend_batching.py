@@ -9,7 +9,12 @@ import torch
 
 from vidpipe.errors import ModelError
 from vidpipe.models.backends import OomBackoff
-from vidpipe.models.backends.batching import cat_raw, run_chunked, run_fixed_batch, slice_raw
+from vidpipe.models.backends.batching import (
+    cat_raw,
+    run_chunked,
+    run_fixed_batch,
+    slice_raw,
+)
 
 
 def per_row(x: torch.Tensor):
@@ -18,7 +23,10 @@ def per_row(x: torch.Tensor):
     return (
         m[:, None] * torch.arange(3.0),
         {"s": m * 2},
-        [{"boxes": v.view(1, 1).expand(1, 4), "labels": torch.ones(1, dtype=torch.int64), "scores": v.view(1)} for v in m],
+        [
+            {"boxes": v.view(1, 1).expand(1, 4), "labels": torch.ones(1, dtype=torch.int64), "scores": v.view(1)}
+            for v in m
+        ],
     )
 
 

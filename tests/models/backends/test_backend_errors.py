@@ -5,13 +5,17 @@ from __future__ import annotations
 import logging
 import warnings
 
+import known_nets as kn
 import pytest
 import torch
 
-import known_nets as kn
-
 from vidpipe.errors import ModelError
-from vidpipe.models.backends import MODEL_LOADERS, check_finite, finite_flag, from_module
+from vidpipe.models.backends import (
+    MODEL_LOADERS,
+    check_finite,
+    finite_flag,
+    from_module,
+)
 from vidpipe.models.heads import get_head
 
 # ------------------------------------------------------------------ files that are not models

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -32,7 +34,7 @@ def _device(name: str) -> str:
     return name
 
 
-def load(fmt: str, net: torch.nn.Module, tmp_path, *, device="cpu", names=None, head=None, onnx_outputs=("output0",), **kw):
+def load(fmt, net, tmp_path, *, device="cpu", names=None, head=None, onnx_outputs=("output0",), **kw):
     """Export ``net`` to ``fmt`` (in tmp_path) and load it through vidpipe's loader for that suffix."""
     if fmt == "module":
         return from_module(net, device=device, names=names, head=head, input_size=(kn.H, kn.W), **kw)
@@ -169,3 +171,19 @@ def test_torchscript_config_metadata(tmp_path):
     model = MODEL_LOADERS[".torchscript"](path, device="cpu")
     assert model.info.names == ("cat", "dog", "bird")
     assert model.info.input_size == (kn.H, kn.W) and model.info.stride == 16
+
+
+def test_export_batch_bound_splits_larger_batches(tmp_path):
+    path = tmp_path / "bounded.pt2"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ep = torch.export.export(
+            kn.YoloV8Net().eval(), (kn.example(),), dynamic_shapes={"x": {0: torch.export.Dim("b", min=1, max=4)}}
+        )
+    torch.export.save(ep, str(path))
+    model = MODEL_LOADERS[".pt2"](path, device="cpu")
+    assert model.info.dynamic_batch and model.info.max_batch == 4
+    x = torch.cat([kn.batch_of_two()] * 3)  # 6 rows > 4: split into 4 + 2
+    c = get_head("yolov8")(model(x), model.info.input_size)
+    for i in range(6):
+        torch.testing.assert_close(c.boxes[i], kn.expected_xyxy(1.0 if i % 2 == 0 else 0.5))

@@ -171,6 +171,7 @@ def accelerate(
             torch.cuda.synchronize(model.device)
         return model
     logger.info(
-        "accelerate: %s with %s at %s in %.1f s", model.info.name, mode, tuple(example.shape), time.perf_counter() - start
+        "accelerate: %s with %s at %s in %.1f s",
+        model.info.name, mode, tuple(example.shape), time.perf_counter() - start,
     )
     return out

@@ -2,6 +2,8 @@
 
 - :func:`run_fixed_batch`: a model exported with a fixed batch ``b`` gets exactly ``b`` rows per
   call; smaller batches are padded (grey rows, outputs dropped) and larger ones split.
+- :func:`run_batched`: either of those as a model's ``ModelInfo`` asks (a dynamic batch with a
+  ``max_batch``, e.g. a torch.export ``Dim`` bound or a TensorRT profile, is split above it).
 - :class:`OomBackoff`: on an out-of-memory error, halve the batch, say so once, and keep the
   smaller size for the rest of the run.
 
@@ -86,6 +88,16 @@ def run_fixed_batch(fn: Callable[["torch.Tensor"], Any], x: "torch.Tensor", batc
         else:
             parts.append(fn(piece))
     return cat_raw(parts)
+
+
+def run_batched(fn: Callable[["torch.Tensor"], Any], x: "torch.Tensor", info: Any) -> Any:
+    """``fn(x)`` within ``info``'s batch limits (a ``ModelInfo``): fixed batch padded/split, a dynamic
+    batch above ``info.max_batch`` split."""
+    if info.max_batch:
+        if not info.dynamic_batch:
+            return run_fixed_batch(fn, x, info.max_batch)
+        return run_chunked(fn, x, info.max_batch)
+    return fn(x)
 
 
 class OomBackoff:

@@ -77,7 +77,7 @@ def _metadata_names(value: Any, what: str) -> tuple[str, ...] | None:
     """Names from file metadata for the head-detection hint (unreadable metadata: no hint)."""
     if value is None:
         return None
-    from vidpipe.models.names import parse_names_text, normalize_names
+    from vidpipe.models.names import normalize_names, parse_names_text
 
     try:
         return parse_names_text(value, source=what) if isinstance(value, str) else normalize_names(value, source=what)

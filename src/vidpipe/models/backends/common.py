@@ -163,7 +163,9 @@ def check_file(path: str | os.PathLike, fmt: str) -> str:
     return p
 
 
-def probe_input(batch: int, input_size: tuple[int, int], device: "torch.device", dtype: "torch.dtype") -> "torch.Tensor":
+def probe_input(
+    batch: int, input_size: tuple[int, int], device: "torch.device", dtype: "torch.dtype"
+) -> "torch.Tensor":
     """A grey ``(batch, 3, H, W)`` image (0.5 everywhere), the letterbox padding colour."""
     import torch
 

@@ -27,9 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from vidpipe._lazy import optional_import
 from vidpipe.errors import ModelError
-from vidpipe.models.backends.batching import run_chunked, run_fixed_batch
+from vidpipe.models.backends.batching import run_batched, run_fixed_batch
 from vidpipe.models.backends.build import ModelMetadata, choose_input_size, describe
-from vidpipe.models.backends.common import check_batch, check_file, check_image_shape, load_error
+from vidpipe.models.backends.common import (
+    check_batch,
+    check_file,
+    check_image_shape,
+    load_error,
+)
 from vidpipe.models.base import Model, ModelInfo
 
 if TYPE_CHECKING:
@@ -136,11 +141,7 @@ class TensorRTModel(Model):
         check_batch(x, self)
         if x.dtype != self.dtype:
             x = x.to(self.dtype)
-        if not self.info.dynamic_batch and self.info.max_batch:
-            return run_fixed_batch(self.runner, x, self.info.max_batch)
-        if self.info.max_batch:
-            return run_chunked(self.runner, x, self.info.max_batch)
-        return self.runner(x)
+        return run_batched(self.runner, x, self.info)
 
 
 def _metadata(engine: Any, runner: TrtRunner, header: dict, path: str) -> ModelMetadata:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from vidpipe.models.backends.batching import run_fixed_batch
+from vidpipe.models.backends.batching import run_batched, run_fixed_batch
 from vidpipe.models.backends.build import ModelMetadata, choose_input_size, describe
 from vidpipe.models.backends.common import check_batch, resolve_dtype
 from vidpipe.models.base import Model, ModelFormat, ModelInfo
@@ -26,7 +26,8 @@ class TorchModel(Model):
     ``forward(x)``: ``x`` is ``(B, 3, H, W)`` in [0, 1] on ``self.device`` (converted to
     ``self.dtype`` if needed); runs under ``torch.inference_mode``; returns the module's output
     as is (tensors on ``self.device``). A fixed-batch model (``info.dynamic_batch`` False) gets
-    exactly ``info.max_batch`` rows per call: other batch sizes are padded or split here.
+    exactly ``info.max_batch`` rows per call, a dynamic one at most ``info.max_batch`` (when set):
+    other batch sizes are padded or split here.
     """
 
     def __init__(self, module: Any, *, info: ModelInfo, device: "torch.device", dtype: "torch.dtype") -> None:
@@ -42,9 +43,7 @@ class TorchModel(Model):
         if x.dtype != self.dtype:
             x = x.to(self.dtype)
         with torch.inference_mode():
-            if not self.info.dynamic_batch and self.info.max_batch:
-                return run_fixed_batch(self.module, x, self.info.max_batch)
-            return self.module(x)
+            return run_batched(self.module, x, self.info)
 
     def __repr__(self) -> str:
         i = self.info
@@ -72,7 +71,7 @@ def wrap_module(
     input_size: Any = None,
     names: Any = None,
     head: str | None = None,
-    meta: ModelMetadata = ModelMetadata(),
+    meta: ModelMetadata | None = None,
     convert: bool = True,
 ) -> TorchModel:
     """Move ``module`` to the device and dtype, probe it and describe it (see ``build.describe``).
@@ -83,6 +82,7 @@ def wrap_module(
 
     from vidpipe.device import resolve_device
 
+    meta = meta or ModelMetadata()
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
     size = choose_input_size(input_size, meta, what=what)
