@@ -46,7 +46,10 @@ def test_cxcywh_to_xyxy():
 
 
 def test_registry():
-    assert "yolov5" in available_heads()
+    assert {"yolov5", "yolov8", "detr", "rfdetr", "torchvision"} <= set(available_heads())
+    for name in available_heads():
+        head = get_head(name)  # lazy entries import on first use
+        assert isinstance(head, Head) and head.name == name
     with pytest.raises(ModelError, match="unknown output head 'nope'; known heads: .*yolov5"):
         get_head("nope")
 
