@@ -105,8 +105,8 @@ def test_known_outputs_through_each_format(head, fmt, device, tmp_path):
     assert model.info.input_size == (kn.H, kn.W)
     assert model.info.names == (names or ("0", "1", "2"))
     assert model.device.type == device
-    if device == "cuda" and fmt != "onnx":
-        assert model.dtype == torch.float16  # FP16 by default on the GPU
+    if device == "cuda" and fmt in ("module", "torchscript"):
+        assert model.dtype == torch.float16  # FP16 by default on the GPU (ONNX and .pt2: the file decides)
     x = kn.batch_of_two(model.dtype, device)
     raw = model(x)
     candidates = get_head(model.info.head)(raw, model.info.input_size)
@@ -134,7 +134,9 @@ def test_torchvision_lists_of_dicts(fmt, device, tmp_path):
     assert c.class_ids[1].tolist() == [1, 2]
 
 
+@pytest.mark.slow
 def test_real_torchvision_model_is_detected():
+    """A real (random-weight) torchvision detector: its output format and tensor input as vidpipe expects."""
     torchvision = pytest.importorskip("torchvision")
     net = torchvision.models.detection.ssdlite320_mobilenet_v3_large(
         weights=None, weights_backbone=None, topk_candidates=20, detections_per_img=20
@@ -187,3 +189,18 @@ def test_export_batch_bound_splits_larger_batches(tmp_path):
     c = get_head("yolov8")(model(x), model.info.input_size)
     for i in range(6):
         torch.testing.assert_close(c.boxes[i], kn.expected_xyxy(1.0 if i % 2 == 0 else 0.5))
+
+
+def test_export_input_dtype_decides(tmp_path, caplog):
+    path32, path16 = tmp_path / "f32.pt2", tmp_path / "f16.pt2"
+    kn.to_exported(kn.YoloV8Net(), path32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ep = torch.export.export(kn.YoloV8Net().half().eval(), (kn.example().half(),))
+    torch.export.save(ep, str(path16))
+    m32 = MODEL_LOADERS[".pt2"](path32, device="cpu", dtype="float16")
+    assert m32.dtype == torch.float32 and "dtype='float16' ignored" in caplog.text
+    m16 = MODEL_LOADERS[".pt2"](path16, device="cpu")
+    assert m16.dtype == torch.float16
+    c = get_head("yolov8")(m16(kn.batch_of_two()), m16.info.input_size)  # float32 input converted
+    torch.testing.assert_close(c.boxes[1], kn.expected_xyxy(0.5), atol=5e-2, rtol=1e-2)

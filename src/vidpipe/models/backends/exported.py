@@ -5,8 +5,9 @@ fixed batch (``info.dynamic_batch`` False; other batch sizes are padded/split), 
 width become the input size (a different ``input_size=`` is an error). A ``config.txt`` extra file
 (JSON ``names``/``imgsz``/``stride``, as for TorchScript) is read when present.
 
-Converting the graph to float16 works for networks whose weights carry the dtype; a graph that
-creates float32 tensors inside fails the float16 test run and falls back to float32 with a warning.
+The program's input dtype is part of the program (torch.export guards it): it decides
+``model.dtype`` and ``dtype=`` is ignored with a warning. Export the model in float16 (``.half()``
+before ``torch.export.export``, with a float16 example input) to run it in FP16.
 """
 
 from __future__ import annotations
@@ -26,15 +27,14 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def _input_shape(program: "torch.export.ExportedProgram") -> list[Any] | None:
-    """The user input's shape, ints for static dims and the symbol (a SymInt) for dynamic ones."""
+def _input_value(program: "torch.export.ExportedProgram") -> Any:
+    """The user input's example value (a FakeTensor: shape with SymInts for dynamic dims, dtype)."""
     user = list(program.graph_signature.user_inputs)
     if not user:
         return None
     for node in program.graph.nodes:
         if node.op == "placeholder" and node.name == user[0]:
-            val = node.meta.get("val")
-            return None if val is None else list(val.shape)
+            return node.meta.get("val")
     return None
 
 
@@ -47,9 +47,10 @@ def _upper_bound(program: "torch.export.ExportedProgram", dim: Any) -> int | Non
 
 
 def _metadata(program: "torch.export.ExportedProgram", config: ModelMetadata, path: str) -> ModelMetadata:
-    shape = _input_shape(program)
-    if shape is None:
+    val = _input_value(program)
+    if val is None or not hasattr(val, "shape"):
         return config
+    shape = list(val.shape)
     check_image_shape([d if isinstance(d, int) else None for d in shape], path=path, fmt="torch.export")
     b, _, h, w = shape
     fixed_size = isinstance(h, int) and isinstance(w, int)
@@ -83,6 +84,15 @@ def load_exported(
     except Exception as exc:  # noqa: BLE001 - torch raises many kinds on a bad archive
         raise load_error(p, "torch.export (.pt2)", exc, "was it saved with torch.export.save?") from exc
     meta = _metadata(program, parse_config(extra.get("config.txt")), p)
+    val = _input_value(program)
+    file_dtype = getattr(val, "dtype", None)
+    if file_dtype is not None and file_dtype.is_floating_point:
+        if dtype is not None:
+            from vidpipe.models.backends.common import resolve_dtype
+
+            if resolve_dtype(dtype, torch.device("cpu")) != file_dtype:
+                logger.warning("%s: the program was exported for %s input; dtype=%r ignored", p, file_dtype, dtype)
+        dtype = file_dtype
     stem = os.path.splitext(os.path.basename(p))[0]
     return wrap_module(
         module,
