@@ -170,3 +170,20 @@ def test_forward_checks_its_input(bundled):
         bundled(torch.zeros(1, 3, 416, 416, dtype=torch.float16))
     with pytest.raises(ModelError, match="not a multiple of the stride 32"):
         bundled(torch.zeros(1, 3, 416, 400))
+
+
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
+def test_other_backends_dispatch_by_suffix(tmp_path):
+    """A TorchScript trace of a Darknet net goes through the backends' loader and decodes the same."""
+    cfg = darknet_model_files(tmp_path)
+    darknet = load_model(cfg, device="cpu")
+    x = torch.rand(1, 3, 64, 64)
+    with torch.inference_mode():
+        traced = torch.jit.trace(darknet.net, x)
+    traced.save(str(tmp_path / "tiny.torchscript"))
+    scripted = load_model(tmp_path / "tiny.torchscript", device="cpu", input_size=64)
+    assert scripted.info.format == "torchscript" and scripted.info.head == "yolov5"
+    with torch.inference_mode():
+        assert torch.allclose(scripted(x), darknet(x), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ModelError, match=r"unknown model .*\.onnx.*\.torchscript"):
+        load_model(tmp_path / "model.xyz", device="cpu")

@@ -1,8 +1,9 @@
 """``load_model``: a bundled model by name, or a model file dispatched by its suffix.
 
-Bundled models ship inside the package (``vidpipe/models/data``) and load offline. Other backends
-add a loader for their suffix to :data:`LOADERS` (a function ``(path, request) -> Model``), or call
-:func:`register_loader`.
+Bundled models ship inside the package (``vidpipe/models/data``) and load offline. Loaders are
+functions ``(path, LoadRequest) -> Model`` keyed by file suffix: the Darknet ones in
+:data:`LOADERS` here, the other backends' (TorchScript, torch.export, ONNX, TensorRT) in
+``vidpipe.models.backends.ZOO_LOADERS``, looked up on first use; :func:`register_loader` adds one.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = [
     "BUNDLED",
     "LOADERS",
     "LoadRequest",
+    "all_loaders",
     "bundled_models",
     "bundled_path",
     "load_model",
@@ -138,6 +140,19 @@ def register_loader(suffix: str, loader: Loader) -> None:
     LOADERS[suffix] = loader
 
 
+def all_loaders() -> dict[str, Loader]:
+    """Every suffix ``load_model`` understands: :data:`LOADERS` over the backends' loaders."""
+    merged: dict[str, Loader] = {}
+    try:
+        from vidpipe.models.backends import ZOO_LOADERS
+    except ImportError as exc:  # a broken optional layer must not hide the Darknet loaders
+        logger.debug("model backends unavailable: %s", exc)
+    else:
+        merged.update(ZOO_LOADERS)
+    merged.update(LOADERS)
+    return merged
+
+
 def bundled_models() -> tuple[str, ...]:
     return tuple(BUNDLED)
 
@@ -177,8 +192,9 @@ def load_model(
         model: a bundled name (``"yolov3-tiny"``, the default, loads offline from the package) or a
             path: ``.cfg`` (Darknet; the ``.weights`` of the same stem beside it, or ``weights=``),
             ``.weights`` (the ``.cfg`` beside it), ``.safetensors`` (made by
-            ``tools/convert_darknet.py``), or any suffix in :data:`LOADERS`. Class names of a
-            Darknet cfg come from a ``.names`` file beside it (else ``class0``, ``class1``, ...).
+            ``tools/convert_darknet.py``), or any suffix of :func:`all_loaders` (``.onnx``,
+            ``.pt``, ``.pt2``, ``.torchscript``, ``.engine``, ...). Class names of a Darknet cfg
+            come from a ``.names`` file beside it (else ``class0``, ``class1``, ...).
         device: ``"auto" | "cpu" | "cuda" | "cuda:N"``.
         dtype: ``"auto"`` (fp16 on CUDA, fp32 on the CPU), ``"fp16"`` or ``"fp32"``.
         input_size: ``(H, W)`` (or one int) the model is fed; default the model's own (416x416 for
@@ -200,12 +216,13 @@ def load_model(
         path, loader, name = bundled_path(text), _load_bundle, text
     else:
         path = Path(text).expanduser()
-        loader = LOADERS.get(path.suffix.lower())
+        loaders = all_loaders()
+        loader = loaders.get(path.suffix.lower())
         name = path.stem
         if loader is None:
             raise ModelError(
                 f"unknown model {text!r}: not a bundled model ({', '.join(bundled_models())}) and not a "
-                f"file of a supported format ({', '.join(sorted(LOADERS))})"
+                f"file of a supported format ({', '.join(sorted(loaders))})"
             )
         if not path.is_file():
             raise ModelError(f"model file {text!r} not found")
