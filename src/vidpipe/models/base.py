@@ -30,6 +30,8 @@ class ModelInfo:
         head: name of the output head that decodes it (see ``vidpipe.models.heads``).
         dynamic_batch: whether any batch size runs (else ``max_batch`` is the fixed one).
         max_batch: largest batch the backend accepts (``None``: unbounded).
+        dynamic_shape: whether any input size that is a multiple of ``stride`` runs (then
+            the pipeline may trim letterbox padding, see ``ops.letterbox.canvas_size``).
     """
 
     name: str
@@ -40,6 +42,7 @@ class ModelInfo:
     head: str = "yolov5"
     dynamic_batch: bool = True
     max_batch: int | None = None
+    dynamic_shape: bool = False
 
     @property
     def num_classes(self) -> int:

@@ -77,6 +77,7 @@ class DarknetModel(Model):
             head="yolov5",
             dynamic_batch=True,
             max_batch=None,
+            dynamic_shape=True,
         )
         logger.info(
             "loaded Darknet model %s: %d classes, input %dx%d, %s %s",

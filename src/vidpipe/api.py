@@ -1,0 +1,128 @@
+"""The one-call Python API: :func:`detect`."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from vidpipe.errors import ConfigError, SourceError
+
+logger = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from vidpipe.models.base import Model
+    from vidpipe.models.detector import Detector
+    from vidpipe.pipeline import DetectionRun
+
+
+def build_detector(
+    model: "str | os.PathLike | Model | Detector" = "yolov3-tiny",
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    conf: float = 0.25,
+    iou: float = 0.45,
+    classes: "str | Sequence[str | int] | None" = None,
+    max_det: int = 300,
+    imgsz: "int | tuple[int, int] | None" = None,
+) -> "Detector":
+    """Load ``model`` (a bundled name, a file, or a loaded Model) and wrap it with NMS settings."""
+    from vidpipe.models.base import Model
+    from vidpipe.models.detector import Detector, DetectorConfig, resolve_classes
+    from vidpipe.models.zoo import load_model
+
+    if isinstance(model, Detector):
+        return model
+    if isinstance(imgsz, int):
+        imgsz = (imgsz, imgsz)
+    if not isinstance(model, Model):
+        model = load_model(os.fspath(model), device=device, dtype=dtype, input_size=imgsz)
+    class_ids = None if classes is None else resolve_classes(classes, model.info.names)
+    return Detector(model, config=DetectorConfig(conf=conf, iou=iou, classes=class_ids, max_det=max_det))
+
+
+def detect(
+    source: "str | os.PathLike | Sequence[str | os.PathLike]",
+    *,
+    model: "str | os.PathLike | Model | Detector" = "yolov3-tiny",
+    device: str = "auto",
+    decoder: str = "auto",
+    batch_size: int = 32,
+    frame_skip: int = 1,
+    max_frames: int | None = None,
+    start: float | None = None,
+    end: float | None = None,
+    conf: float = 0.25,
+    iou: float = 0.45,
+    classes: "str | Sequence[str | int] | None" = None,
+    max_det: int = 300,
+    imgsz: "int | tuple[int, int] | None" = None,
+    dtype: str = "auto",
+    strict_gpu: bool = False,
+    results_on_host: bool = False,
+    **pipeline_options: Any,
+) -> "DetectionRun":
+    """Detect objects in videos, image folders or image files.
+
+    Args:
+        source: a path, URL, folder, glob, or a list of them.
+        model: ``"yolov3-tiny"`` (bundled, offline), a Darknet ``.cfg``/``.weights``, or a loaded
+            model.
+        device: ``"auto" | "cpu" | "cuda" | "cuda:N"``; everything runs there.
+        decoder: ``"auto" | "nvdec" | "pyav" | "dali"`` for videos.
+        batch_size: frames per model call.
+        frame_skip: keep every N-th frame; ``max_frames``, ``start``, ``end`` (seconds) limit the
+            frames per video.
+        conf, iou, classes, max_det: detection thresholds, class filter (names or ids), cap.
+        imgsz: model input size (default: the model's).
+        strict_gpu: raise instead of falling back to a CPU stage on a GPU device.
+        results_on_host: move detections to the CPU before yielding (default: keep them on the
+            device until you ask).
+
+    Returns:
+        A :class:`~vidpipe.pipeline.DetectionRun`: iterate it for one
+        :class:`~vidpipe.types.FrameResult` per frame (in order per source); ``run.summary()``
+        afterwards gives frames, detections, fps and the backends used.
+
+    Example::
+
+        for frame in vidpipe.detect("street.mp4", classes="person,bicycle"):
+            print(frame.index, frame.pts, frame.labels())
+    """
+    from vidpipe.pipeline import DetectionRun, PipelineConfig
+    from vidpipe.sources.spec import classify_inputs
+
+    if isinstance(source, (str, os.PathLike)):
+        sources = [os.fspath(source)]
+    elif isinstance(source, Sequence) and source:
+        sources = [os.fspath(s) for s in source]
+    else:
+        raise ConfigError(f"invalid source={source!r}; expected a path, URL, folder, glob or a list of them")
+    config = PipelineConfig(
+        decoder=decoder,
+        batch_size=batch_size,
+        frame_skip=frame_skip,
+        max_frames=max_frames,
+        start=start,
+        end=end,
+        strict_gpu=strict_gpu,
+        results_on_host=results_on_host,
+        **pipeline_options,
+    )
+    specs, failed = [], []
+    for src in sources:  # one bad input must not stop the others; report it in the summary
+        try:
+            specs.extend(classify_inputs([src]))
+        except SourceError as exc:
+            if len(sources) == 1:
+                raise
+            logger.error("%s", exc)
+            failed.append((src, str(exc)))
+    if not specs:
+        raise SourceError("none of the inputs can be read: " + "; ".join(reason for _, reason in failed))
+    detector = build_detector(
+        model, device=device, dtype=dtype, conf=conf, iou=iou, classes=classes, max_det=max_det, imgsz=imgsz
+    )
+    return DetectionRun(specs, detector, config, failed=failed)

@@ -1,0 +1,77 @@
+"""The ``vidpipe`` command line: thin wrappers that build configs and call the library.
+
+Exit codes: 0 success; 2 a user error (bad input, bad option, an input that failed or was only
+partly read) with one line on stderr (``--debug`` adds the traceback); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from vidpipe import __version__
+from vidpipe.errors import VidpipeError
+
+logger = logging.getLogger("vidpipe.cli")
+
+EXIT_OK = 0
+EXIT_USER = 2
+EXIT_INTERRUPTED = 130
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors exit 2 with one line (argparse's default is 2 too)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from vidpipe.cli import bench, detect, doctor, info
+
+    parser = _Parser(prog="vidpipe", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"vidpipe {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    common.add_argument("-q", "--quiet", action="store_true", help="only errors; no progress bar")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    detect.add_parser(sub, common)
+    info.add_parser(sub, common)
+    doctor.add_parser(sub, common)
+    bench.add_parser(sub, common)
+    return parser
+
+
+def _setup_logging(debug: bool, quiet: bool) -> None:
+    level = logging.DEBUG if debug else (logging.ERROR if quiet else logging.INFO)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s" if debug else "vidpipe: %(message)s"))
+    root = logging.getLogger("vidpipe")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _setup_logging(args.debug, args.quiet)
+    try:
+        return int(args.func(args) or 0)
+    except VidpipeError as exc:
+        if args.debug:
+            logger.exception("error")
+        print(f"vidpipe: error: {exc}", file=sys.stderr)
+        return EXIT_USER
+    except KeyboardInterrupt:
+        print("vidpipe: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - last-resort one-liner; --debug has the traceback
+        if args.debug:
+            raise
+        print(f"vidpipe: internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

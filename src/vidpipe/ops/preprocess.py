@@ -1,0 +1,71 @@
+"""Decoded frames -> model input: colour conversion (YUV formats), letterbox, scaling, dtype.
+
+One entry point, :func:`preprocess`, dispatching on ``FrameBatch.format``: RGB batches are
+letterboxed with plain PyTorch ops; NV12/P010 batches (NVDEC) go through the fused YUV kernel in
+:mod:`vidpipe.ops.fused`, which converts colour and letterboxes in one pass.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vidpipe.ops.letterbox import letterbox
+from vidpipe.types import FrameBatch, ModelInput
+
+if TYPE_CHECKING:
+    import torch
+
+
+def preprocess(
+    batch: FrameBatch,
+    *,
+    size: tuple[int, int],
+    dtype: "torch.dtype",
+    device: "torch.device",
+) -> ModelInput:
+    """Turn a :class:`FrameBatch` into a letterboxed :class:`ModelInput` on ``device``.
+
+    Args:
+        batch: decoded frames (any format, any device).
+        size: ``(H, W)`` of the model input.
+        dtype: float dtype of the output tensor (float16 on CUDA, float32 on CPU typically).
+        device: where the output lives; CPU batches bound for CUDA are copied asynchronously.
+
+    Returns:
+        ``ModelInput`` with ``tensor`` ``(B, 3, H, W)`` in [0, 1] and per-frame ``scale``/``pad``.
+    """
+    import torch
+
+    if batch.format == "rgb":
+        data = batch.data
+        if data.device != device:
+            if data.device.type == "cpu" and device.type == "cuda" and not data.is_pinned():
+                data = data.pin_memory()
+            data = data.to(device, non_blocking=True)
+        tensor, geo = letterbox(data, size, dtype=dtype)
+        scale_value, pad_xy = geo.scale, (geo.pad_x, geo.pad_y)
+    else:
+        from vidpipe.ops.fused import yuv_letterbox
+
+        if batch.device != device:
+            raise ValueError(f"{batch.format} frames on {batch.device} cannot feed a model on {device}")
+        tensor, geo = yuv_letterbox(batch, size, dtype=dtype)
+        scale_value, pad_xy = geo.scale, (geo.pad_x, geo.pad_y)
+    b = len(batch)
+    scale = torch.full((b,), scale_value, dtype=torch.float32, device=device)
+    pad = torch.tensor(pad_xy, dtype=torch.float32, device=device).expand(b, 2)
+    return ModelInput(tensor=tensor, frames=batch.frames, scale=scale, pad=pad)
+
+
+def concat_inputs(parts: "list[ModelInput]") -> ModelInput:
+    """Join model inputs of the same size (e.g. chunks from several sources) into one batch."""
+    import torch
+
+    if len(parts) == 1:
+        return parts[0]
+    return ModelInput(
+        tensor=torch.cat([p.tensor for p in parts]),
+        frames=tuple(f for p in parts for f in p.frames),
+        scale=torch.cat([p.scale for p in parts]),
+        pad=torch.cat([p.pad for p in parts]),
+    )

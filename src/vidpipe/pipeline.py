@@ -1,0 +1,390 @@
+"""Stage wiring: source workers -> bounded queue -> batched inference -> per-frame results.
+
+Threads:
+
+- one *source worker* per open input (at most ``max_open_sources`` at a time) demuxes, decodes and
+  preprocesses its frames into :class:`~vidpipe.types.ModelInput` chunks, on its own CUDA stream
+  when the device is a GPU, and puts them on one bounded queue (backpressure: a file never drops a
+  frame, a worker simply waits);
+- the *consumer* (the thread iterating :class:`DetectionRun`) merges chunks from any sources into
+  batches of ``batch_size``, runs the detector and yields one :class:`~vidpipe.types.FrameResult`
+  per frame. Per source, results come out in frame order because each source has one worker and
+  the queue is FIFO.
+
+A failing source is recorded (status ``failed`` or ``partial``) and never stops the others. Closing
+the run (or leaving a ``with`` block, or Ctrl-C) stops the workers and joins them.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from vidpipe._validate import check_choice, check_range
+from vidpipe.decode.base import DECODER_NAMES, DecodeOptions
+from vidpipe.errors import VidpipeError
+from vidpipe.types import FrameResult, ModelInput
+
+if TYPE_CHECKING:
+    import torch
+
+    from vidpipe.models.detector import Detector
+    from vidpipe.sources.spec import SourceSpec
+    from vidpipe.summary import RunSummary
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """How frames move through the pipeline (the model's own options live in DetectorConfig).
+
+    Attributes:
+        decoder: video decoder backend, ``"auto"`` picks the fastest that works for each input.
+        batch_size: frames per model call (across sources).
+        frame_skip / max_frames / start / end: which frames of each video to process
+            (see :class:`~vidpipe.decode.base.DecodeOptions`).
+        strict_gpu: make any CPU fallback on a GPU device an error.
+        max_open_sources: inputs decoded concurrently.
+        queue_depth: chunks buffered per open source before its worker waits.
+        results_on_host: move detections to the CPU (one transfer per batch) before yielding.
+        letterbox: ``"square"`` feeds the model its nominal size (Darknet's letterbox, the
+            default: detections match the original model's); ``"rect"`` trims the padding to
+            the model's stride when the model accepts any input size (a 16:9 frame runs at
+            416x256 instead of 416x416: less compute, slightly different detections near edges).
+    """
+
+    decoder: str = "auto"
+    batch_size: int = 32
+    frame_skip: int = 1
+    max_frames: int | None = None
+    start: float | None = None
+    end: float | None = None
+    strict_gpu: bool = False
+    max_open_sources: int = 4
+    queue_depth: int = 4
+    results_on_host: bool = False
+    letterbox: str = "square"
+
+    def __post_init__(self) -> None:
+        check_choice("decoder", self.decoder, DECODER_NAMES)
+        check_choice("letterbox", self.letterbox, ("rect", "square"))
+        check_range("batch_size", self.batch_size, low=1, high=4096, integer=True)
+        check_range("max_open_sources", self.max_open_sources, low=1, high=256, integer=True)
+        check_range("queue_depth", self.queue_depth, low=1, high=1024, integer=True)
+        self.decode_options()  # validates frame_skip, max_frames, start, end
+
+    def decode_options(self) -> DecodeOptions:
+        return DecodeOptions(
+            frame_skip=self.frame_skip, max_frames=self.max_frames, start=self.start, end=self.end
+        )
+
+
+@dataclass
+class _Chunk:
+    stream_id: int
+    inp: ModelInput
+    ready: Any = None  # torch.cuda.Event recorded on the worker's stream, or None
+
+
+@dataclass
+class _Done:
+    stream_id: int
+
+
+@dataclass
+class SourceState:
+    """Mutable per-source progress, owned by the pipeline."""
+
+    spec: "SourceSpec"
+    stream_id: int
+    status: str = "pending"  # pending | running | ok | partial | failed
+    frames: int = 0  # frames whose results were yielded
+    produced: int = 0  # frames preprocessed and queued by the worker
+    detections: int = 0
+    decoder: str | None = None
+    decoder_reason: str | None = None
+    error: str | None = None
+    expected_frames: int | None = None
+    extra: dict = field(default_factory=dict)
+
+
+class DetectionRun:
+    """An iterable of :class:`FrameResult` over several inputs, with a summary at the end.
+
+    Create it with :func:`vidpipe.detect`. Iterate once; results of one source are in frame order,
+    sources interleave. ``states`` tracks each source; ``close()`` stops early.
+    """
+
+    def __init__(
+        self,
+        specs: "Sequence[SourceSpec]",
+        detector: "Detector",
+        config: PipelineConfig,
+        *,
+        failed: "Sequence[tuple[str, str]]" = (),
+    ) -> None:
+        self.detector = detector
+        self.config = config
+        self.device: "torch.device" = detector.device
+        self.states = [SourceState(spec=s, stream_id=i) for i, s in enumerate(specs)]
+        #: inputs rejected before the run (missing path, empty folder, ...): (input, reason)
+        self.failed_inputs = tuple(failed)
+        self._queue: queue.Queue = queue.Queue(maxsize=config.queue_depth * config.max_open_sources)
+        self._stop = threading.Event()
+        self._slots = threading.Semaphore(config.max_open_sources)
+        self._threads: list[threading.Thread] = []
+        self._started = False
+        self._closed = False
+        self.started_at: float | None = None
+        self.finished_at: float | None = None
+        self.frames = 0
+        self.detections = 0
+        self.d2h_bytes = 0
+        self.batch_size = config.batch_size
+
+    # ------------------------------------------------------------------ workers
+    def _put(self, item: object) -> bool:
+        """Put with backpressure; give up (False) once the run is stopping."""
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run_source(self, state: SourceState) -> None:
+        from vidpipe.producers import produce_chunks
+
+        with self._slots:
+            if self._stop.is_set():
+                self._put(_Done(state.stream_id))
+                return
+            state.status = "running"
+            try:
+                for chunk_inp, ready in produce_chunks(
+                    state, detector=self.detector, config=self.config, stop=self._stop
+                ):
+                    if not self._put(_Chunk(state.stream_id, chunk_inp, ready)):
+                        break
+                    state.produced += len(chunk_inp)
+            except VidpipeError as exc:
+                state.status = "partial" if state.produced else "failed"
+                state.error = str(exc)
+                logger.error("%s", exc)
+            except Exception as exc:  # noqa: BLE001 - one broken source must not stop the others
+                state.status = "partial" if state.produced else "failed"
+                state.error = f"{state.spec.location}: unexpected {type(exc).__name__}: {exc}"
+                logger.exception("source %s failed", state.spec.location)
+            else:
+                if state.status == "running":
+                    state.status = "ok"
+            finally:
+                self._put(_Done(state.stream_id))
+
+    def _start(self) -> None:
+        self._started = True
+        self.started_at = time.perf_counter()
+        for state in self.states:
+            t = threading.Thread(
+                target=self._run_source, args=(state,), name=f"vidpipe-src{state.stream_id}", daemon=True
+            )
+            self._threads.append(t)
+            t.start()
+
+    # ------------------------------------------------------------------ consumer
+    def __iter__(self) -> Iterator[FrameResult]:
+        if self._started:
+            raise RuntimeError("a DetectionRun can be iterated only once")
+        self._start()
+        try:
+            yield from self._consume()
+        finally:
+            self.close()
+
+    def _consume(self) -> Iterator[FrameResult]:
+        import torch
+
+        pending = len(self.states)
+        parts: list[_Chunk] = []
+        buffered = 0
+        while pending or parts:
+            item = None
+            if pending:
+                try:
+                    # Wait briefly for more chunks to fill a batch; flush what we have on a lull.
+                    item = self._queue.get(timeout=0.05 if parts else 0.5)
+                except queue.Empty:
+                    if not parts:
+                        continue
+            if isinstance(item, _Done):
+                pending -= 1
+            elif isinstance(item, _Chunk):
+                parts.append(item)
+                buffered += len(item.inp)
+            full = buffered >= self.batch_size
+            if parts and (full or item is None or not pending):
+                take, parts, buffered = self._split_batch(parts)
+                yield from self._infer(take, torch)
+
+    def _split_batch(self, parts: list[_Chunk]) -> tuple[list[_Chunk], list[_Chunk], int]:
+        """Take whole chunks of the first chunk's input shape, up to ``batch_size`` frames.
+
+        Chunks of another shape (sources of another aspect ratio) wait for a later batch; the
+        order within each source is kept because a source's chunks all share one shape.
+        """
+        shape = parts[0].inp.tensor.shape[1:]
+        take, rest, n = [], [], 0
+        for c in parts:
+            if c.inp.tensor.shape[1:] == shape and (not take or n + len(c.inp) <= self.batch_size):
+                take.append(c)
+                n += len(c.inp)
+            else:
+                rest.append(c)
+        return take, rest, sum(len(c.inp) for c in rest)
+
+    def _infer(self, chunks: list[_Chunk], torch: Any) -> Iterator[FrameResult]:
+        from vidpipe.ops.preprocess import concat_inputs
+
+        if self.device.type == "cuda":
+            cur = torch.cuda.current_stream(self.device)
+            for c in chunks:
+                if c.ready is not None:
+                    cur.wait_event(c.ready)
+                c.inp.tensor.record_stream(cur)
+        inp = concat_inputs([c.inp for c in chunks])
+        dets = self._detect_with_backoff(inp, torch)
+        if self.config.results_on_host and dets.device.type != "cpu":
+            self.d2h_bytes += sum(
+                t.numel() * t.element_size() for t in (dets.boxes, dets.scores, dets.class_ids, dets.frame)
+            )
+            dets = dets.cpu()
+        per_frame = dets.split(len(inp))
+        names = tuple(self.detector.names)
+        for meta, d in zip(inp.frames, per_frame):
+            st = self.states[meta.stream_id]
+            st.frames += 1
+            st.detections += len(d)
+            self.frames += 1
+            self.detections += len(d)
+            yield FrameResult(meta=meta, detections=d, names=names)
+
+    def _detect_with_backoff(self, inp: ModelInput, torch: Any):
+        """Run the detector; on CUDA out-of-memory halve the batch and say so."""
+        try:
+            return self.detector(inp)
+        except torch.cuda.OutOfMemoryError:
+            if len(inp) == 1:
+                raise
+            torch.cuda.empty_cache()
+            half = max(1, len(inp) // 2)
+            logger.warning(
+                "CUDA out of memory at batch size %d; retrying in halves and using batch size %d from now on",
+                len(inp),
+                half,
+            )
+            self.batch_size = min(self.batch_size, half)
+            from vidpipe.types import Detections
+
+            outs = []
+            for lo in range(0, len(inp), half):
+                sub = ModelInput(
+                    tensor=inp.tensor[lo : lo + half],
+                    frames=inp.frames[lo : lo + half],
+                    scale=inp.scale[lo : lo + half],
+                    pad=inp.pad[lo : lo + half],
+                )
+                d = self._detect_with_backoff(sub, torch)
+                outs.append(Detections(d.boxes, d.scores, d.class_ids, d.frame + lo, d.track_ids))
+            return Detections(*(torch.cat([getattr(o, f) for o in outs]) for f in ("boxes", "scores", "class_ids", "frame")))
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        """Stop the workers and wait for them (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        # Drain so blocked workers can see the stop flag.
+        try:
+            while True:
+                self._queue.get_nowait()
+        except queue.Empty:
+            pass
+        for t in self._threads:
+            t.join(timeout=10)
+            if t.is_alive():
+                logger.warning("worker %s did not stop within 10 s", t.name)
+        for st in self.states:
+            if st.status in ("pending", "running"):
+                st.status = "partial" if st.frames else "failed"
+                st.error = st.error or "stopped before the end"
+        self.finished_at = time.perf_counter()
+
+    def summary(self, *, outputs: "Sequence[str]" = ()) -> "RunSummary":
+        """What the run did so far: per-source status, counts, fps, backends, device->host bytes."""
+        from vidpipe.summary import RunSummary, SourceSummary
+
+        sources = [
+            SourceSummary(source=src, kind="unknown", status="failed", error=reason)
+            for src, reason in self.failed_inputs
+        ]
+        for st in self.states:
+            status = st.status if st.status in ("ok", "partial", "failed") else ("partial" if st.frames else "skipped")
+            sources.append(
+                SourceSummary(
+                    source=st.spec.location,
+                    kind=st.spec.kind,
+                    status=status,
+                    frames=st.frames,
+                    detections=st.detections,
+                    decoder=st.decoder,
+                    decoder_reason=st.decoder_reason,
+                    error=st.error,
+                    extra=st.extra,
+                )
+            )
+        info = self.detector.model.info
+        decoders = sorted({st.decoder for st in self.states if st.decoder})
+        backends = {
+            "decode": ",".join(decoders) or "none",
+            "model": f"{info.format}-{str(self.detector.dtype).removeprefix('torch.')}",
+            "postprocess": self.device.type,
+        }
+        seconds = self.seconds
+        stats = {
+            "d2h_bytes": self.d2h_bytes,
+            "d2h_bytes_per_frame": (self.d2h_bytes / self.frames) if self.frames else 0.0,
+            "batch_size": self.batch_size,
+        }
+        return RunSummary(
+            sources=tuple(sources),
+            frames=self.frames,
+            detections=self.detections,
+            seconds=seconds,
+            fps=self.frames / seconds if seconds > 0 else 0.0,
+            device=str(self.device),
+            model=info.name,
+            backends=backends,
+            outputs=tuple(outputs),
+            stats=stats,
+        )
+
+    @property
+    def seconds(self) -> float:
+        if self.started_at is None:
+            return 0.0
+        end = self.finished_at if self.finished_at is not None else time.perf_counter()
+        return end - self.started_at
+
+    def __enter__(self) -> "DetectionRun":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,110 @@
+"""Source workers' bodies: turn one input into preprocessed :class:`ModelInput` chunks.
+
+Runs in a worker thread of :class:`vidpipe.pipeline.DetectionRun`. On a CUDA device the work is
+issued on the worker's own CUDA stream and each chunk carries an event the consumer waits on, so
+decoding and preprocessing overlap with inference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from vidpipe.types import ModelInput
+
+if TYPE_CHECKING:
+    from vidpipe.models.detector import Detector
+    from vidpipe.pipeline import PipelineConfig, SourceState
+
+logger = logging.getLogger(__name__)
+
+
+def _stream_scope(device: Any) -> tuple[Any, Any]:
+    """A fresh CUDA stream and its context for ``device`` (no-ops on the CPU)."""
+    import torch
+
+    if device.type != "cuda":
+        return None, contextlib.nullcontext()
+    stream = torch.cuda.Stream(device)
+    return stream, torch.cuda.stream(stream)
+
+
+def _ready_event(stream: Any) -> Any:
+    if stream is None:
+        return None
+    import torch
+
+    ev = torch.cuda.Event()
+    ev.record(stream)
+    return ev
+
+
+def produce_chunks(
+    state: "SourceState",
+    *,
+    detector: "Detector",
+    config: "PipelineConfig",
+    stop: threading.Event,
+) -> Iterator[tuple[ModelInput, Any]]:
+    """Yield ``(ModelInput, ready_event)`` chunks for ``state.spec`` until done or ``stop``."""
+    kind = state.spec.kind
+    if kind in ("file", "live"):
+        yield from _video_chunks(state, detector=detector, config=config, stop=stop)
+    elif kind == "images":
+        yield from _image_chunks(state, detector=detector, config=config, stop=stop)
+    else:  # pragma: no cover - SourceSpec validates kind
+        raise ValueError(f"unknown source kind {kind!r}")
+
+
+def _video_chunks(
+    state: "SourceState", *, detector: "Detector", config: "PipelineConfig", stop: threading.Event
+) -> Iterator[tuple[ModelInput, Any]]:
+    from vidpipe.decode.registry import open_decoder
+    from vidpipe.ops.letterbox import canvas_size
+    from vidpipe.ops.preprocess import preprocess
+
+    device = detector.device
+    info = detector.model.info
+    mode = config.letterbox if info.dynamic_shape else "square"
+    stream, scope = _stream_scope(device)
+    with open_decoder(
+        state.spec.location,
+        device=device,
+        decoder=config.decoder,
+        options=config.decode_options(),
+        strict_gpu=config.strict_gpu,
+    ) as dec:
+        state.decoder = dec.choice.name
+        state.decoder_reason = dec.choice.reason
+        state.expected_frames = _expected_frames(dec.info, config)
+        batches = dec.batches(config.batch_size)
+        while not stop.is_set():
+            # Decode inside the stream scope too: a decoder that uploads (PyAV -> CUDA) or copies
+            # (NVDEC) queues that work on the current stream, which must be the worker's.
+            with scope:
+                fb = next(batches, None)
+                if fb is None:
+                    break
+                size = canvas_size(fb.height, fb.width, detector.input_size, stride=info.stride, mode=mode)
+                inp = preprocess(fb, size=size, dtype=detector.dtype, device=device)
+                ready = _ready_event(stream)
+            yield inp, ready
+        if dec.error is not None:
+            state.status = "partial"
+            state.error = str(dec.error)
+            logger.warning("%s", dec.error)
+
+
+def _expected_frames(info: Any, config: "PipelineConfig") -> int | None:
+    """Frames the run will deliver for this stream, for progress bars (an estimate)."""
+    n = info.frame_count
+    if n is None:
+        return None
+    fps = info.fps or 0
+    lo = int((config.start or 0) * fps) if fps else 0
+    hi = min(n, int(config.end * fps)) if (config.end is not None and fps) else n
+    kept = max(0, -(-(hi - lo) // config.frame_skip))
+    return min(kept, config.max_frames) if config.max_frames else kept
