@@ -85,24 +85,9 @@ def _metadata_names(value: Any, what: str) -> tuple[str, ...] | None:
         return None
 
 
-def _ensure_heads() -> None:
-    """Make sure the heads of this package are in the registry.
-
-    Transitional: ``vidpipe.models.heads.HEADS`` should list them itself; this only fills gaps.
-    """
-    from vidpipe.models.heads import HEADS
-    from vidpipe.models.heads.detr import DetrHead, RfDetrHead
-    from vidpipe.models.heads.torchvision import TorchvisionHead
-    from vidpipe.models.heads.yolov8 import YoloV8Head
-
-    for cls in (YoloV8Head, DetrHead, RfDetrHead, TorchvisionHead):
-        HEADS.setdefault(cls.name, cls)
-
-
 def _head_instance(name: str) -> Any:
     from vidpipe.models.heads import get_head
 
-    _ensure_heads()
     return get_head(name)
 
 
