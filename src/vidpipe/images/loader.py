@@ -13,12 +13,13 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 from vidpipe.images.batch import ImageBatch, SkippedImage
-from vidpipe.images.decode_cpu import _clean, apply_orientation, decode_cpu
+from vidpipe.images.decode_cpu import _clean, apply_orientation, decode_cpu, quiet_torchvision_deprecation
 from vidpipe.images.formats import ImageFormatError
 from vidpipe.images.reader import Prepared, ReadAhead, ReadOptions, read_image
 from vidpipe.images.resize import resize_images, to_dtype
@@ -106,6 +107,7 @@ class ImageLoader:
         self._cache = cache
         self._on_skip = on_skip
         self._totals = totals
+        self._held: deque = deque()  # (CUDA event, decoder outputs): see _hold_until_used
 
     def __iter__(self) -> Iterator[ImageBatch]:
         if self.prefetch <= 0:
@@ -120,6 +122,7 @@ class ImageLoader:
     def _batches(self) -> Iterator[ImageBatch]:
         cfg = self.cfg
         self.skipped, self.stats = [], LoaderStats()
+        quiet_torchvision_deprecation()
         t0 = time.perf_counter()
         opts = ReadOptions(
             gpu_jpeg=self._gpu is not None,
@@ -150,6 +153,7 @@ class ImageLoader:
                     yield batch
         finally:
             reader.close()
+            self._release_held(keep=0)
             self.stats.seconds = time.perf_counter() - t0
             s = self.stats
             if self._totals is not None:
@@ -169,6 +173,7 @@ class ImageLoader:
         prepared = [r for r in chunk if isinstance(r, Prepared)]
         gpu_items = [p for p in prepared if p.encoded is not None]
         if gpu_items:
+            self._release_held(keep=1)
             outs = self._gpu.decode([p.encoded for p in gpu_items])
             for p, out in zip(gpu_items, outs):
                 if isinstance(out, Exception):
@@ -197,6 +202,8 @@ class ImageLoader:
         if not rows:
             return None, carried + skipped
         data, scale, pad = self._resize(rows, fresh)
+        if gpu_items and cfg.device.type == "cuda":
+            self._hold_until_used(outs)
         stats.images += len(rows)
         batch = ImageBatch(
             data=data,
@@ -240,6 +247,27 @@ class ImageLoader:
             scale[at] = torch.tensor([cache.meta(i)[1] for i in hits], dtype=torch.float32)
             pad[at] = torch.tensor([cache.meta(i)[2] for i in hits], dtype=torch.float32)
         return to_dtype(out, cfg.dtype), scale, pad
+
+    def _hold_until_used(self, decoded: list) -> None:
+        """Keep the decoder's output tensors alive until the stream that resizes them has done so.
+
+        torchvision's nvJPEG writes on its own CUDA stream into memory it allocates as if on the
+        current stream, without waiting for that stream: memory freed here and handed straight to
+        the next decode could still be being read by queued resize kernels (the current stream may
+        be far behind when the caller queues model work on it). An event marks the point; the
+        tensors are released once it has passed.
+        """
+        import torch
+
+        event = torch.cuda.Event()
+        event.record()
+        self._held.append((event, decoded))
+
+    def _release_held(self, *, keep: int) -> None:
+        """Drop held decoder outputs whose resize is done; wait for the oldest beyond ``keep``."""
+        while self._held and (self._held[0][0].query() or len(self._held) > keep):
+            event, _ = self._held.popleft()
+            event.synchronize()
 
     def _cpu_fallback(self, p: Prepared, error: Exception, skipped: list[SkippedImage]) -> "torch.Tensor | None":
         """Decode on the CPU a JPEG the GPU decoder refused; record a skip if that fails too."""
