@@ -99,8 +99,7 @@ def make_clip(media_dir: Path):
 
 @pytest.fixture(scope="session")
 def bikes_path() -> Path:
-    """tests/data/bikes.mp4: 250 frames, 25 fps, 640x272 H.264 (see tests/data/SOURCES.md)."""
-    path = DATA_DIR / "bikes.mp4"
-    if not path.exists():
-        pytest.fail(f"{path} is missing; copy it from /work/shared/media/video/bikes.mp4")
-    return path
+    """The bundled sample bikes.mp4: 250 frames, 25 fps, 640x272 H.264 (vidpipe.data)."""
+    from vidpipe.data import sample_video
+
+    return sample_video()
