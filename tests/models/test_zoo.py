@@ -172,7 +172,7 @@ def test_forward_checks_its_input(bundled):
         bundled(torch.zeros(1, 3, 416, 400))
 
 
-@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning", "ignore:.*torch.jit.trace:FutureWarning")
 def test_other_backends_dispatch_by_suffix(tmp_path):
     """A TorchScript trace of a Darknet net goes through the backends' loader and decodes the same."""
     cfg = darknet_model_files(tmp_path)
