@@ -7,6 +7,8 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
+from vidpipe.images.transfer import to_device
+
 if TYPE_CHECKING:
     import torch
 
@@ -71,7 +73,7 @@ class ImageCache:
             storage = self._storage
         if storage is None:
             raise KeyError("ImageCache.get: the cache is empty")
-        return storage.index_select(0, torch.tensor(slots, dtype=torch.int64).to(self.device))
+        return storage.index_select(0, to_device(torch.tensor(slots, dtype=torch.int64), self.device))
 
     def put(self, indices: list[int], images: "torch.Tensor", metas: list) -> int:
         """Store the rows of ``images`` ``(N, 3, H, W)`` uint8 under ``indices`` while room is
@@ -91,8 +93,8 @@ class ImageCache:
                 rows.append(row)
                 slots.append(slot)
             if rows:
-                src = images if len(rows) == images.shape[0] else images[torch.tensor(rows, device=images.device)]
-                self._storage.index_copy_(0, torch.tensor(slots, dtype=torch.int64).to(self.device), src)
+                src = images if len(rows) == images.shape[0] else images[to_device(torch.tensor(rows), images.device)]
+                self._storage.index_copy_(0, to_device(torch.tensor(slots, dtype=torch.int64), self.device), src)
             return len(rows)
 
     def _allocate(self) -> None:

@@ -23,6 +23,7 @@ from vidpipe.images.decode_cpu import _clean, apply_orientation, decode_cpu, qui
 from vidpipe.images.formats import ImageFormatError
 from vidpipe.images.reader import Prepared, ReadAhead, ReadOptions, read_image
 from vidpipe.images.resize import resize_images, to_dtype
+from vidpipe.images.transfer import to_device
 
 if TYPE_CHECKING:
     import torch
@@ -179,14 +180,14 @@ class ImageLoader:
                 if isinstance(out, Exception):
                     img = self._cpu_fallback(p, out, skipped)
                     if img is not None:
-                        fresh[p.index] = img.to(cfg.device)
+                        fresh[p.index] = to_device(img, cfg.device)
                 else:
                     stats.decoded_gpu += 1
                     fresh[p.index] = apply_orientation(out, p.jpeg.orientation)
         for p in prepared:
             if p.image is not None:
                 stats.decoded_cpu += 1
-                fresh[p.index] = p.image.to(cfg.device)
+                fresh[p.index] = to_device(p.image, cfg.device)
             if p.mislabelled:
                 stats.mislabelled += 1
                 logger.debug("%s: content is %s, not what its extension says", p.path, p.format.upper())
@@ -210,8 +211,8 @@ class ImageLoader:
             paths=tuple(r[1] for r in rows),
             indices=tuple(r[0] for r in rows),
             sizes=tuple(r[2] for r in rows),
-            scale=scale.to(cfg.device),
-            pad=pad.to(cfg.device),
+            scale=to_device(scale, cfg.device),
+            pad=to_device(pad, cfg.device),
             skipped=tuple(carried + skipped),
             mode=cfg.mode,  # type: ignore[arg-type]
             stream_id=self.stream_id,
@@ -237,13 +238,13 @@ class ImageLoader:
             metas = [(s, tuple(a.tolist()), tuple(b.tolist())) for s, a, b in zip(sizes, sc, pd)]
             cache.put([r[0] for r in new], canv, metas)
             at = [k for k, r in enumerate(rows) if not r[3]]
-            out.index_copy_(0, torch.tensor(at, dtype=torch.int64).to(cfg.device), canv)
+            out.index_copy_(0, to_device(torch.tensor(at, dtype=torch.int64), cfg.device), canv)
             scale[at], pad[at] = sc, pd
         hits = [r[0] for r in rows if r[3]]
         if hits:
             self.stats.cache_hits += len(hits)
             at = [k for k, r in enumerate(rows) if r[3]]
-            out.index_copy_(0, torch.tensor(at, dtype=torch.int64).to(cfg.device), cache.get(hits))
+            out.index_copy_(0, to_device(torch.tensor(at, dtype=torch.int64), cfg.device), cache.get(hits))
             scale[at] = torch.tensor([cache.meta(i)[1] for i in hits], dtype=torch.float32)
             pad[at] = torch.tensor([cache.meta(i)[2] for i in hits], dtype=torch.float32)
         return to_dtype(out, cfg.dtype), scale, pad
