@@ -24,10 +24,13 @@ def test_bundled_model_loads_offline(bundled):
     info = bundled.info
     assert (info.name, info.format, info.head, info.stride) == ("yolov3-tiny", "darknet", "yolov5", 32)
     assert info.input_size == (416, 416) and info.num_classes == 80
+    assert info.dynamic_batch and info.dynamic_shape and info.max_batch is None
     assert info.names[:3] == ("person", "bicycle", "car") and info.names[16] == "dog"
     assert bundled.device == torch.device("cpu") and bundled.dtype == torch.float32  # auto on CPU
     out = bundled(torch.full((1, 3, 416, 416), 0.5))
     assert out.shape == (1, 3 * (13 * 13 + 26 * 26), 85)
+    wide = bundled(torch.full((2, 3, 256, 416), 0.5))  # any multiple of the stride runs
+    assert wide.shape == (2, 3 * (8 * 13 + 16 * 26), 85)
 
 
 def test_bundled_file_is_small_fp16_with_provenance():
