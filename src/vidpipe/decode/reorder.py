@@ -1,0 +1,177 @@
+"""A bounded reorder buffer: items produced out of order by several threads come out in order.
+
+Producers tag each item with its output position (0, 1, 2, ...). The consumer takes positions in
+order with :meth:`ReorderBuffer.get`. Memory is bounded: :meth:`ReorderBuffer.reserve` (and
+:meth:`~ReorderBuffer.put`) block while a position is ``capacity`` or more ahead of the next one
+the consumer will take, so a producer running ahead waits instead of piling up frames.
+
+Positions nobody will fill (a frame that could not be decoded) are declared with
+:meth:`~ReorderBuffer.skip`; the consumer receives them as :data:`MISSING` and moves on.
+:meth:`~ReorderBuffer.fail` wakes every waiting thread with an error and :meth:`~ReorderBuffer.cancel`
+stops everything (the consumer went away), so one failing producer never hangs the others.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Generic, TypeVar
+
+from vidpipe._validate import check_range
+
+__all__ = ["ReorderBuffer", "Cancelled", "MISSING"]
+
+T = TypeVar("T")
+
+
+class Cancelled(Exception):
+    """Raised in producers blocked on (or calling) a buffer that was cancelled or failed."""
+
+
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+#: what :meth:`ReorderBuffer.get` returns for a skipped position
+MISSING: Any = _Missing()
+
+
+class ReorderBuffer(Generic[T]):
+    """Deliver items in position order, holding at most ``capacity`` positions ahead.
+
+    Args:
+        capacity: how far ahead of the consumer (in positions) producers may write.
+        total: the number of positions (``None``: unknown; :meth:`close` marks the end).
+
+    Thread-safe: any number of producer threads, one consumer.
+    """
+
+    def __init__(self, capacity: int, total: int | None = None) -> None:
+        self.capacity = check_range("capacity", capacity, low=1, integer=True)
+        self.total = total
+        self._items: dict[int, Any] = {}
+        self._next = 0
+        self._end: int | None = total
+        self._error: BaseException | None = None
+        self._cancelled = False
+        self._cond = threading.Condition()
+        self.peak = 0  # most items held at once
+        self.missing = 0  # positions delivered as MISSING
+
+    # ------------------------------------------------------------------------------ producers
+
+    @property
+    def next_position(self) -> int:
+        """The position the consumer takes next."""
+        return self._next
+
+    def _check_open(self) -> None:
+        if self._cancelled:
+            raise Cancelled("the reorder buffer was cancelled")
+        if self._error is not None:
+            raise Cancelled(f"the reorder buffer failed: {self._error}")
+
+    def reserve(self, position: int, timeout: float | None = None) -> None:
+        """Block until ``position`` may be written (less than ``capacity`` ahead of the consumer).
+
+        Raises :class:`Cancelled` if the buffer is cancelled or failed meanwhile, and
+        ``TimeoutError`` after ``timeout`` seconds.
+        """
+        with self._cond:
+            ok = self._cond.wait_for(
+                lambda: self._cancelled or self._error is not None or position < self._next + self.capacity,
+                timeout,
+            )
+            self._check_open()
+            if not ok:
+                raise TimeoutError(f"position {position} not writable after {timeout}s (consumer at {self._next})")
+
+    def put(self, position: int, item: T, timeout: float | None = None) -> None:
+        """Store ``item`` at ``position`` (blocking like :meth:`reserve`). A position already
+        delivered or filled is a programming error (``ValueError``)."""
+        self.reserve(position, timeout)
+        with self._cond:
+            self._check_open()
+            if position < self._next or position in self._items:
+                raise ValueError(f"position {position} was already filled")
+            if self._end is not None and position >= self._end:
+                raise ValueError(f"position {position} is past the end ({self._end})")
+            self._items[position] = item
+            self.peak = max(self.peak, len(self._items))
+            if position == self._next:
+                self._cond.notify_all()
+
+    def skip(self, start: int, end: int | None = None) -> int:
+        """Mark the unfilled positions in ``[start, end)`` (default: just ``start``) as missing.
+
+        Never blocks; filled positions are left alone. Returns how many were marked."""
+        end = start + 1 if end is None else end
+        n = 0
+        with self._cond:
+            for p in range(max(start, self._next), end):
+                if p not in self._items:
+                    self._items[p] = MISSING
+                    n += 1
+            if n:
+                self._cond.notify_all()
+        return n
+
+    def close(self, end: int | None = None) -> None:
+        """No position at or after ``end`` (default: ``total`` or the highest filled + 1) will
+        come; the consumer stops there."""
+        with self._cond:
+            if end is None:
+                end = self.total if self.total is not None else max(self._items, default=self._next - 1) + 1
+            self._end = max(end, self._next) if self._end is None else min(self._end, max(end, self._next))
+            self._cond.notify_all()
+
+    def fail(self, error: BaseException) -> None:
+        """Stop with ``error``: the consumer's :meth:`get` raises it, producers get :class:`Cancelled`."""
+        with self._cond:
+            if self._error is None:
+                self._error = error
+            self._cond.notify_all()
+
+    def cancel(self) -> None:
+        """Stop everything (the consumer is gone); waiting producers get :class:`Cancelled`."""
+        with self._cond:
+            self._cancelled = True
+            self._items.clear()
+            self._cond.notify_all()
+
+    # ------------------------------------------------------------------------------- consumer
+
+    def get(self, timeout: float | None = None) -> tuple[int, Any] | None:
+        """The next ``(position, item)`` in order (``item`` is :data:`MISSING` for a skipped
+        position), or ``None`` at the end. Raises the error given to :meth:`fail`, or
+        ``TimeoutError`` after ``timeout`` seconds."""
+        with self._cond:
+            ok = self._cond.wait_for(
+                lambda: self._error is not None
+                or self._cancelled
+                or self._next in self._items
+                or (self._end is not None and self._next >= self._end),
+                timeout,
+            )
+            if self._error is not None:
+                raise self._error
+            if self._cancelled:
+                return None
+            if not ok:
+                raise TimeoutError(f"position {self._next} not delivered after {timeout}s")
+            if self._next in self._items:
+                position = self._next
+                item = self._items.pop(position)
+                if item is MISSING:
+                    self.missing += 1
+                self._next += 1
+                self._cond.notify_all()
+                return position, item
+            return None
+
+    def __len__(self) -> int:
+        """Items held now."""
+        with self._cond:
+            return len(self._items)

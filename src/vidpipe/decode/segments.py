@@ -1,0 +1,303 @@
+"""Segment planning: which packets to decode, split at keyframes, and where each frame goes.
+
+A demux scan (:func:`scan_stream`, nothing decoded) lists every packet of the video stream in
+decode order with its timestamp and keyframe flag. From it, :func:`plan_decode` derives
+
+- the **frame index** of every frame: its rank in presentation order over the whole file (the
+  sorted packet timestamps), so a segment decoded anywhere knows the number of each frame it
+  outputs, and the numbers equal the PyAV backend's for the same file;
+- which frames :class:`~vidpipe.decode.base.DecodeOptions` keep (stride, time range, count), and
+  their **output positions** 0, 1, 2, ... (the order in which they are delivered);
+- the **segments**: runs of GOPs (keyframe to keyframe, in presentation time) that contain at
+  least one kept frame, cut into pieces of about ``target_frames`` decoded frames. GOPs without a
+  kept frame are never decoded (large strides skip whole GOPs); a time range plans only the
+  keyframes it needs.
+
+A segment starts at a keyframe packet and is decoded by one session on its own; frames whose
+timestamps fall in ``[lo_pts, hi_pts)`` belong to it. Its last packet is the one before the next
+segment's keyframe, or, for open GOPs whose next keyframe is followed in decode order by frames
+shown *before* it (leading pictures), the last of those (the next keyframe is then fed too, as
+a reference).
+
+When timestamps are missing or repeated the plan is ``exact=False``: one segment over the whole
+stream, frames numbered in output order (see :class:`DecodePlan`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from vidpipe.decode.base import DecodeOptions
+from vidpipe.errors import DecodeError
+
+__all__ = ["StreamIndex", "Segment", "DecodePlan", "scan_stream", "plan_decode"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StreamIndex:
+    """The packets of one video stream in decode order, from a demux scan.
+
+    Attributes:
+        source: the input.
+        time_base: unit of ``pts``.
+        start_pts: the stream's first timestamp; times in seconds count from it.
+        pts: presentation timestamp of every packet, decode order (``None`` when unknown).
+        keyframes: packet numbers (decode order) of the keyframes.
+        error: the :class:`~vidpipe.errors.DecodeError` that stopped the scan (truncated or
+            damaged file; the packets before it are listed), else ``None``.
+    """
+
+    source: str
+    time_base: Fraction
+    start_pts: int
+    pts: tuple[int | None, ...]
+    keyframes: tuple[int, ...]
+    error: Exception | None = field(default=None, compare=False)
+
+    @property
+    def packets(self) -> int:
+        return len(self.pts)
+
+    def seconds(self, pts: int | None) -> float | None:
+        """``pts`` in seconds from the start of the stream."""
+        return None if pts is None else float((pts - self.start_pts) * self.time_base)
+
+
+def scan_stream(source: str | os.PathLike) -> StreamIndex:
+    """Demux ``source`` once (no decoding) and list its video packets: see :class:`StreamIndex`.
+
+    A read error part-way (truncated or damaged container) is kept in ``error``; the packets
+    before it are returned. Errors opening the source propagate (:class:`~vidpipe.errors.SourceError`).
+    """
+    from vidpipe.decode.demux import Demuxer
+
+    text = os.fspath(source)
+    pts: list[int | None] = []
+    keys: list[int] = []
+    error: Exception | None = None
+    with Demuxer(text) as dmx:
+        try:
+            for number, pkt in enumerate(dmx.raw_packets()):
+                pts.append(pkt.pts)
+                if pkt.is_keyframe:
+                    keys.append(number)
+        except DecodeError as exc:
+            error = exc
+            logger.warning("%s: scan stopped after %d packets (%s)", text, len(pts), exc)
+        index = StreamIndex(text, dmx.time_base, dmx.start_pts, tuple(pts), tuple(keys), error)
+    logger.debug("%s: scanned %d packets, %d keyframes", text, index.packets, len(keys))
+    return index
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A keyframe-aligned piece of the stream that one decoder session decodes on its own.
+
+    Attributes:
+        number: 0-based, in stream order.
+        first_packet: packet number (decode order) of the keyframe where decoding starts.
+        last_packet: last packet number to feed (inclusive).
+        key_pts: timestamp of the keyframe at ``first_packet`` (``None`` if unknown).
+        lo_pts, hi_pts: frames with ``lo_pts <= pts < hi_pts`` belong to this segment (``None``:
+            unbounded on that side).
+        positions: ``(first, end)`` output positions of the frames it delivers.
+    """
+
+    number: int
+    first_packet: int
+    last_packet: int
+    key_pts: int | None
+    lo_pts: int | None
+    hi_pts: int | None
+    positions: tuple[int, int]
+
+    @property
+    def packets(self) -> int:
+        return self.last_packet - self.first_packet + 1
+
+    @property
+    def count(self) -> int:
+        """Frames this segment delivers."""
+        return self.positions[1] - self.positions[0]
+
+    def owns(self, pts: int) -> bool:
+        return (self.lo_pts is None or pts >= self.lo_pts) and (self.hi_pts is None or pts < self.hi_pts)
+
+
+@dataclass(frozen=True)
+class DecodePlan:
+    """What to decode and where every kept frame goes.
+
+    Attributes:
+        index: the scan the plan was made from.
+        exact: ``True`` when every packet has a distinct timestamp, so frame numbers and output
+            positions are known before decoding. ``False``: one segment over the whole stream,
+            frames numbered in output order and selected as they come (``wanted``/``position_of``
+            are empty).
+        segments: in stream order; their ``positions`` tile ``[0, len(wanted))``.
+        wanted: frame index of each output position.
+        position_of: ``pts -> output position`` of every kept frame.
+        index_of: ``pts -> frame index`` of every frame.
+        frame_pts: timestamps of all frames in presentation order.
+        decoded_packets: packets the segments feed to decoders in total.
+    """
+
+    index: StreamIndex
+    exact: bool
+    segments: tuple[Segment, ...]
+    wanted: tuple[int, ...] = ()
+    position_of: dict[int, int] = field(default_factory=dict, repr=False)
+    index_of: dict[int, int] = field(default_factory=dict, repr=False)
+    frame_pts: tuple[int, ...] = field(default=(), repr=False)
+    decoded_packets: int = 0
+
+    @property
+    def total(self) -> int | None:
+        """Frames the plan delivers (``None`` when not known in advance)."""
+        return len(self.wanted) if self.exact else None
+
+    def __repr__(self) -> str:
+        return (
+            f"DecodePlan(source={self.index.source!r}, exact={self.exact}, packets={self.index.packets}, "
+            f"segments={len(self.segments)}, frames={self.total}, decoded_packets={self.decoded_packets})"
+        )
+
+
+def _inexact(index: StreamIndex) -> DecodePlan:
+    last = index.packets - 1
+    if last < 0:
+        return DecodePlan(index, False, ())
+    first = index.keyframes[0] if index.keyframes else 0
+    seg = Segment(0, first, last, index.pts[first], None, None, (0, 0))
+    return DecodePlan(index, False, (seg,), decoded_packets=last - first + 1)
+
+
+def _selection(index: StreamIndex, frame_pts: list[int], options: DecodeOptions) -> list[int]:
+    """Frame indices (presentation order) the options keep."""
+    wanted: list[int] = []
+    limit = options.max_frames
+    for i, p in enumerate(frame_pts):
+        keep = options.wants(i, index.seconds(p))
+        if keep is None:
+            break
+        if keep:
+            wanted.append(i)
+            if limit is not None and len(wanted) >= limit:
+                break
+    return wanted
+
+
+def plan_decode(
+    index: StreamIndex,
+    options: DecodeOptions | None = None,
+    *,
+    target_frames: int | None = None,
+) -> DecodePlan:
+    """Plan the segments that deliver the frames ``options`` keep.
+
+    Args:
+        index: from :func:`scan_stream`.
+        options: stride, time range and frame count (``None``: every frame).
+        target_frames: cut runs of needed GOPs into segments of at least this many frames (a
+            segment always holds whole GOPs). ``None``: one segment per run (single session).
+
+    Returns:
+        A :class:`DecodePlan`; inexact (one segment, numbering at decode time) when timestamps
+        are missing, repeated, or keyframe timestamps go backwards.
+    """
+    options = options if options is not None else DecodeOptions()
+    pts = index.pts
+    if not pts:
+        return DecodePlan(index, True, ())
+    if any(p is None for p in pts) or not index.keyframes:
+        return _inexact(index)
+    frame_pts = sorted(pts)  # type: ignore[type-var]
+    if any(a == b for a, b in zip(frame_pts, frame_pts[1:])):
+        return _inexact(index)
+    key_pts = [pts[k] for k in index.keyframes]
+    if any(b <= a for a, b in zip(key_pts, key_pts[1:])):
+        return _inexact(index)
+    index_of = {p: i for i, p in enumerate(frame_pts)}
+    wanted = _selection(index, frame_pts, options)
+    position_of = {frame_pts[i]: n for n, i in enumerate(wanted)}
+
+    # GOP g = frames with key_pts[g] <= pts < key_pts[g+1]; frames before the first keyframe
+    # (leading pictures at the very start) count to GOP 0.
+    def gop_of(p: int) -> int:
+        return max(0, bisect.bisect_right(key_pts, p) - 1)
+
+    gop_frames = [0] * len(key_pts)
+    for p in frame_pts:
+        gop_frames[gop_of(p)] += 1
+    needed = sorted({gop_of(frame_pts[i]) for i in wanted})
+
+    # last packet (decode order) to feed for a segment ending before keyframe g: the largest
+    # packet number among packets shown before key_pts[g].
+    by_pts = sorted(range(len(pts)), key=lambda n: pts[n])  # type: ignore[arg-type,return-value]
+    prefix_max: list[int] = []
+    best = -1
+    for n in by_pts:
+        best = max(best, n)
+        prefix_max.append(best)
+
+    def last_before(g: int) -> int:
+        if g >= len(key_pts):
+            return len(pts) - 1
+        k = bisect.bisect_left(frame_pts, key_pts[g])  # packets with pts < key_pts[g]
+        return prefix_max[k - 1] if k > 0 else index.keyframes[g] - 1
+
+    runs: list[list[int]] = []
+    for g in needed:
+        if runs and runs[-1][-1] == g - 1:
+            runs[-1].append(g)
+        else:
+            runs.append([g])
+    groups: list[list[int]] = []
+    for run in runs:
+        if target_frames is None:
+            groups.append(run)
+            continue
+        cur: list[int] = []
+        size = 0
+        for g in run:
+            cur.append(g)
+            size += gop_frames[g]
+            if size >= target_frames:
+                groups.append(cur)
+                cur, size = [], 0
+        if cur:
+            if groups and size < target_frames // 2 and groups[-1][-1] == cur[0] - 1:
+                groups[-1].extend(cur)  # fold a short tail into the previous piece of the run
+            else:
+                groups.append(cur)
+
+    segments: list[Segment] = []
+    decoded = 0
+    for number, gops in enumerate(groups):
+        a, b = gops[0], gops[-1]
+        lo = None if a == 0 else key_pts[a]
+        hi = key_pts[b + 1] if b + 1 < len(key_pts) else None
+        first = index.keyframes[a]
+        last = last_before(b + 1)
+        p0 = bisect.bisect_left(wanted, bisect.bisect_left(frame_pts, lo) if lo is not None else 0)
+        p1 = bisect.bisect_left(wanted, index_of[hi]) if hi is not None else len(wanted)
+        segments.append(Segment(number, first, max(first, last), key_pts[a], lo, hi, (p0, p1)))
+        decoded += max(first, last) - first + 1
+    plan = DecodePlan(
+        index=index,
+        exact=True,
+        segments=tuple(segments),
+        wanted=tuple(wanted),
+        position_of=position_of,
+        index_of=index_of,
+        frame_pts=tuple(frame_pts),
+        decoded_packets=decoded,
+    )
+    logger.debug("%r", plan)
+    return plan

@@ -1,0 +1,173 @@
+"""Reusable batch buffers: no allocation per frame or per batch once a stream runs steadily.
+
+A :class:`BufferPool` hands out tensors of a given shape and dtype on one device and takes them
+back with :meth:`BufferPool.release`, together with a CUDA event marking when the last reader of
+the buffer is done. The next :meth:`~BufferPool.acquire` of that shape reuses the buffer, after
+making the writer wait for that event (on the GPU: ``stream.wait_event``; a CPU writer
+synchronizes on it), so a buffer is never overwritten while a kernel still reads it.
+
+A buffer is only reused once nothing outside the pool references its memory any more (the
+tensor's storage use count is back to the pool's own reference), so a caller who keeps a
+delivered batch (or a view of it) never sees it overwritten: the pool allocates another buffer
+instead and counts it in ``stats.retired``.
+
+GPU memory stays flat: ``stats.allocated_bytes`` grows while the pipeline fills and then stays
+put; ``stats.peak_bytes`` is its maximum.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["BufferPool", "PoolStats", "Buffer"]
+
+logger = logging.getLogger(__name__)
+
+
+def _use_count(t: "torch.Tensor") -> int | None:
+    """References to ``t``'s storage (``None`` when this PyTorch cannot tell)."""
+    import torch
+
+    fn = getattr(torch._C, "_storage_Use_Count", None)
+    if fn is None:
+        return None
+    try:
+        return int(fn(t.untyped_storage()._cdata))
+    except Exception:  # noqa: BLE001 - private API; fall back to the weakref check
+        return None
+
+
+@dataclass
+class PoolStats:
+    """Counters of a :class:`BufferPool`."""
+
+    allocations: int = 0  # buffers created
+    reuses: int = 0  # acquisitions served by a released buffer
+    retired: int = 0  # released buffers dropped because someone still referenced them
+    allocated_bytes: int = 0  # bytes of the buffers the pool owns now
+    peak_bytes: int = 0
+
+
+class Buffer:
+    """One pooled tensor. ``tensor`` is the whole buffer; hand out views of it."""
+
+    __slots__ = ("tensor", "key", "_event", "_base_count", "__weakref__")
+
+    def __init__(self, tensor: "torch.Tensor", key: tuple) -> None:
+        self.tensor = tensor
+        self.key = key
+        self._event: Any = None
+        self._base_count = _use_count(tensor)
+
+    def in_use_elsewhere(self) -> bool:
+        """Whether a tensor outside the pool still shares this buffer's memory."""
+        n = _use_count(self.tensor)
+        if n is None or self._base_count is None:
+            return False
+        return n > self._base_count
+
+    def wait(self, stream: Any = None) -> None:
+        """Order the next write after the last reader: ``stream`` (a CUDA stream; ``None``: the
+        current one) waits for the reader's event; for a CPU writer (``stream`` ``None`` and a
+        CPU buffer) the calling thread waits."""
+        ev = self._event
+        if ev is None:
+            return
+        import torch
+
+        if self.tensor.device.type == "cuda":
+            (stream if stream is not None else torch.cuda.current_stream(self.tensor.device)).wait_event(ev)
+        elif stream is not None:
+            stream.wait_event(ev)  # a GPU copy into this CPU buffer
+        else:
+            ev.synchronize()
+
+    @property
+    def nbytes(self) -> int:
+        return self.tensor.numel() * self.tensor.element_size()
+
+
+class BufferPool:
+    """Tensors of fixed shapes on one device, recycled.
+
+    Args:
+        device: where buffers live (``torch.device`` or string).
+        pin_memory: for CPU buffers, allocate page-locked memory (fast async uploads).
+        max_free: most released buffers kept per shape; extra ones are dropped.
+
+    Thread-safe.
+    """
+
+    def __init__(self, device: "torch.device | str", *, pin_memory: bool = False, max_free: int = 8) -> None:
+        import torch
+
+        self.device = torch.device(device)
+        self.pin_memory = bool(pin_memory) and self.device.type == "cpu"
+        self.max_free = max_free
+        self.stats = PoolStats()
+        self._free: dict[tuple, list[Buffer]] = {}
+        self._lock = threading.Lock()
+
+    def acquire(
+        self, shape: tuple[int, ...], dtype: "torch.dtype", *, stream: Any = None, wait: bool = True
+    ) -> Buffer:
+        """A buffer of ``shape`` and ``dtype``, reused when one was released.
+
+        With ``wait``, ``stream`` (the CUDA stream that will write the buffer; ``None``: the
+        current stream, or the calling thread for CPU buffers) waits for the last reader's
+        event (:meth:`Buffer.wait`). With ``wait=False`` every writer calls
+        :meth:`Buffer.wait` itself (several writers on different streams).
+        """
+        import torch
+
+        key = (tuple(int(s) for s in shape), dtype)
+        buf = None
+        with self._lock:
+            free = self._free.get(key, [])
+            while free:
+                cand = free.pop()
+                if cand.in_use_elsewhere():
+                    self.stats.retired += 1
+                    self.stats.allocated_bytes -= cand.nbytes
+                    continue
+                buf = cand
+                self.stats.reuses += 1
+                break
+        if buf is not None:
+            if wait:
+                buf.wait(stream)
+            return buf
+        t = torch.empty(key[0], dtype=dtype, device=self.device, pin_memory=self.pin_memory)
+        buf = Buffer(t, key)
+        with self._lock:
+            self.stats.allocations += 1
+            self.stats.allocated_bytes += buf.nbytes
+            self.stats.peak_bytes = max(self.stats.peak_bytes, self.stats.allocated_bytes)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("pool: new %s %s buffer on %s (%d bytes held)", key[0], dtype, self.device, self.stats.allocated_bytes)
+        return buf
+
+    def release(self, buf: Buffer, event: Any = None) -> None:
+        """Give ``buf`` back. ``event``: a CUDA event recorded after the last work reading it
+        (``None``: nothing pending)."""
+        buf._event = event
+        with self._lock:
+            free = self._free.setdefault(buf.key, [])
+            if len(free) >= self.max_free:
+                self.stats.allocated_bytes -= buf.nbytes
+                return
+            free.insert(0, buf)
+
+    def clear(self) -> None:
+        """Drop every released buffer (their memory returns to PyTorch's allocator)."""
+        with self._lock:
+            for free in self._free.values():
+                for b in free:
+                    self.stats.allocated_bytes -= b.nbytes
+            self._free.clear()
