@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import warnings
 
 import pytest
@@ -198,7 +199,8 @@ def test_export_input_dtype_decides(tmp_path, caplog):
         warnings.simplefilter("ignore")
         ep = torch.export.export(kn.YoloV8Net().half().eval(), (kn.example().half(),))
     torch.export.save(ep, str(path16))
-    m32 = MODEL_LOADERS[".pt2"](path32, device="cpu", dtype="float16")
+    with caplog.at_level(logging.INFO):
+        m32 = MODEL_LOADERS[".pt2"](path32, device="cpu", dtype="float16")
     assert m32.dtype == torch.float32 and "dtype='float16' ignored" in caplog.text
     m16 = MODEL_LOADERS[".pt2"](path16, device="cpu")
     assert m16.dtype == torch.float16

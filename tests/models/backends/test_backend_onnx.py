@@ -117,7 +117,7 @@ def test_fp16_input_model_sets_dtype(tmp_path, caplog):
         warnings.simplefilter("ignore")
         torch.onnx.export(_HalfIn().eval(), (x,), str(path), dynamo=False, input_names=["images"],
                           output_names=["output0"], dynamic_axes={"images": {0: "batch"}})
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.INFO):
         model = load_onnx(path, device="cpu", dtype="float32")
     assert model.dtype == torch.float16  # the file decides
     assert "dtype" in caplog.text

@@ -6,7 +6,7 @@ width become the input size (a different ``input_size=`` is an error). A ``confi
 (JSON ``names``/``imgsz``/``stride``, as for TorchScript) is read when present.
 
 The program's input dtype is part of the program (torch.export guards it): it decides
-``model.dtype`` and ``dtype=`` is ignored with a warning. Export the model in float16 (``.half()``
+``model.dtype`` and a different ``dtype=`` is ignored (logged). Export the model in float16 (``.half()``
 before ``torch.export.export``, with a float16 example input) to run it in FP16.
 """
 
@@ -91,7 +91,7 @@ def load_exported(
             from vidpipe.models.backends.common import resolve_dtype
 
             if resolve_dtype(dtype, torch.device("cpu")) != file_dtype:
-                logger.warning("%s: the program was exported for %s input; dtype=%r ignored", p, file_dtype, dtype)
+                logger.info("%s: the program was exported for %s input; dtype=%r ignored", p, file_dtype, dtype)
         dtype = file_dtype
     stem = os.path.splitext(os.path.basename(p))[0]
     return wrap_module(

@@ -245,7 +245,7 @@ def load_onnx(
     if not model_dtype.is_floating_point:
         raise ModelError(f"{p}: the ONNX model takes {inputs[0].type} input; vidpipe feeds float images in [0, 1]")
     if dtype is not None and resolve_dtype(dtype, dev) != model_dtype:
-        logger.warning("%s: the model takes %s input; dtype=%r ignored (re-export to change it)", p, model_dtype, dtype)
+        logger.info("%s: the model takes %s input; dtype=%r ignored (re-export to change it)", p, model_dtype, dtype)
     meta = _metadata(session, p)
     running = session.get_providers()[0]
     io_device = dev
