@@ -162,6 +162,8 @@ def test_pt_suffix_holding_export(tmp_path):
     model = MODEL_LOADERS[".pt"](path, device="cpu")
     assert model.info.format == "export" and model.info.head == "yolov5"
     assert model.info.input_size == (kn.H, kn.W)  # static H, W of the exported program
+    assert not model.info.dynamic_shape
+    assert from_module(kn.YoloV5Net(), device="cpu", input_size=64, dynamic_shape=True).info.dynamic_shape
 
 
 def test_torchscript_config_metadata(tmp_path):

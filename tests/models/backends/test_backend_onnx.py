@@ -81,6 +81,7 @@ def test_fixed_size_rejects_other_input_size(tmp_path):
     kn.to_onnx(kn.YoloV8Net(), path, output_names=["output0"])
     with pytest.raises(ModelError, match=r"fixed input of 64x96"):
         load_onnx(path, device="cpu", input_size=(128, 128))
+    assert not load_onnx(path, device="cpu").info.dynamic_shape
 
 
 def test_dynamic_size_uses_requested_size(tmp_path):
@@ -95,7 +96,7 @@ def test_dynamic_size_uses_requested_size(tmp_path):
             dynamic_axes={"images": {0: "b", 2: "h", 3: "w"}},
         )
     model = load_onnx(path, device="cpu", input_size=(32, 48))
-    assert model.info.input_size == (32, 48)
+    assert model.info.input_size == (32, 48) and model.info.dynamic_shape
     assert model(torch.full((1, 3, 32, 48), 0.5)).shape == (1, 4 + kn.C, kn.N)
 
 

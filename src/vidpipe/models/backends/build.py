@@ -35,12 +35,14 @@ class ModelMetadata:
 
     ``names``: a JSON/Python-literal string, list or mapping; ``input_size``: ``(H, W)`` the file
     fixes (``fixed_size=True``) or suggests; ``batch``: a fixed batch size; ``max_batch``: the
-    largest batch a dynamic-batch model accepts (TensorRT profiles, torch.export ``Dim`` bounds).
+    largest batch a dynamic-batch model accepts (TensorRT profiles, torch.export ``Dim`` bounds);
+    ``dynamic_shape``: any ``H``/``W`` (multiples of the stride) runs, as declared by the file.
     """
 
     names: Any = None
     input_size: tuple[int, int] | None = None
     fixed_size: bool = False
+    dynamic_shape: bool = False
     batch: int | None = None
     max_batch: int | None = None
     stride: int | None = None
@@ -168,5 +170,6 @@ def describe(
         head=head,
         dynamic_batch=meta.batch is None,
         max_batch=meta.batch or meta.max_batch,
+        dynamic_shape=meta.dynamic_shape,
     )
     return info, dtype

@@ -58,6 +58,7 @@ def _metadata(program: "torch.export.ExportedProgram", config: ModelMetadata, pa
         names=config.names,
         input_size=(h, w) if fixed_size else config.input_size,
         fixed_size=fixed_size,
+        dynamic_shape=not isinstance(h, int) and not isinstance(w, int),
         batch=b if isinstance(b, int) else None,
         max_batch=None if isinstance(b, int) else _upper_bound(program, b),
         stride=config.stride,

@@ -7,7 +7,8 @@
   missing), the model runs on the CPU provider with one host copy each way and a warning;
   ``model.provider`` says which ran. On the CPU device, torch CPU tensors are bound the same way.
 - Input: exactly one ``(B, 3, H, W)`` float16/float32 image input; its element type fixes
-  ``model.dtype`` (export with ``half=True`` for FP16). Static ``H``/``W`` fix the input size; a
+  ``model.dtype`` (export with ``half=True`` for FP16). Static ``H``/``W`` fix the input size,
+  symbolic ones make ``info.dynamic_shape`` True (any multiple of the stride runs); a
   static batch ``b`` means exactly ``b`` rows per call (``info.dynamic_batch`` False,
   ``info.max_batch == b``): other batch sizes are padded/split here.
 - Output: one output -> that tensor; several -> ``{output name: tensor}``. Output shapes are
@@ -209,6 +210,7 @@ def _metadata(session: Any, path: str) -> ModelMetadata:
         names=props.get("names"),
         input_size=(h, w) if fixed else size,
         fixed_size=fixed,
+        dynamic_shape=not isinstance(h, int) and not isinstance(w, int),
         batch=b if isinstance(b, int) and b > 0 else None,
         stride=stride,
     )

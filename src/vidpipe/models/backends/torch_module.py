@@ -128,6 +128,7 @@ def from_module(
     name: str | None = None,
     stride: int = 32,
     fixed_batch: int | None = None,
+    dynamic_shape: bool = False,
 ) -> TorchModel:
     """Wrap an ``nn.Module`` built in Python as a vidpipe :class:`Model`.
 
@@ -141,6 +142,8 @@ def from_module(
         input_size: ``(H, W)`` or one int (default 640).
         head: the output head; ``None`` detects it from a test run's output shapes.
         fixed_batch: the only batch size the module accepts, if any (others are padded/split).
+        dynamic_shape: the module runs at any ``H``/``W`` that is a multiple of ``stride`` (lets the
+            pipeline trim letterbox padding); default False.
     """
     import torch
 
@@ -149,7 +152,7 @@ def from_module(
 
         raise ModelError(f"from_module needs a torch.nn.Module, got {type(module).__name__}")
     label = name or type(module).__name__
-    meta = ModelMetadata(stride=stride, batch=fixed_batch)
+    meta = ModelMetadata(stride=stride, batch=fixed_batch, dynamic_shape=dynamic_shape)
     return wrap_module(
         module,
         fmt="torch",
