@@ -17,7 +17,9 @@ outputs as ``model``:
   optimisation.
 
 On the CPU every mode returns ``model`` unchanged. When capture or compilation fails the model
-runs eagerly and a warning says why. Measured speed-ups are in the issue note (notes/gpu_models.py).
+runs eagerly and a warning says why. Not yet measured on a GPU: the lead's
+``notes/gpu_models.py`` compares eager, this CUDA-graph wrapper and both ``torch.compile`` modes on
+yolov3-tiny; until then ``"auto"``'s choice of CUDA graphs is provisional.
 """
 
 from __future__ import annotations
