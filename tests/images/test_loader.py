@@ -41,7 +41,7 @@ def test_to_model_input_frames(jpeg_folder):
 def test_uint8_and_prefetch_zero_give_the_same_pixels(jpeg_folder):
     a = torch.cat([b.data for b in vi.load(jpeg_folder, device="cpu", dtype="uint8", prefetch=0, batch_size=2)])
     b = torch.cat([b.data for b in vi.load(jpeg_folder, device="cpu", dtype="uint8", prefetch=3, batch_size=5)])
-    f = torch.cat([b.data for b in vi.load(jpeg_folder, device="cpu", dtype="fp32")])
+    f = torch.cat([b.data for b in vi.load(jpeg_folder, device="cpu", dtype=torch.float32)])
     assert a.dtype == torch.uint8 and torch.equal(a, b)
     assert (a.float() / 255 - f).abs().max() <= 0.5 / 255 + 1e-6
 

@@ -25,7 +25,7 @@ def load(
     batch_size: int = 64,
     size: tuple[int, int] | int | None = (416, 416),
     mode: str = "letterbox",
-    dtype: str = "auto",
+    dtype: "str | torch.dtype" = "auto",
     decoder: str = "auto",
     num_threads: int | None = None,
     max_pixels: int = DEFAULT_MAX_PIXELS,
@@ -46,7 +46,7 @@ def load(
             :meth:`ImageBatch.to_model_input`), ``"resize"`` (stretched to ``size``) or ``"none"``
             (native size: ``batch.data`` is then a tuple of ``(3, h_i, w_i)`` tensors).
         dtype: ``"fp16"`` | ``"fp32"`` | ``"bf16"`` (values in [0, 1]) | ``"uint8"`` (0..255) |
-            ``"auto"`` (fp16 on CUDA, fp32 on the CPU).
+            ``"auto"`` (fp16 on CUDA, fp32 on the CPU), or the matching ``torch.dtype``.
         decoder: JPEG decoder: ``"auto"`` (torchvision's nvJPEG on CUDA, falling back to CPU
             threads with a warning if it does not work; CPU threads on the CPU), ``"nvjpeg"``,
             ``"nvimgcodec"`` (NVIDIA nvImageCodec, when installed) or ``"cpu"``. Progressive,

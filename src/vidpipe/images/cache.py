@@ -48,6 +48,7 @@ class ImageCache:
         self._slot: dict[int, int] = {}
         self._meta: dict[int, tuple[tuple[int, int], tuple[float, float], tuple[float, float]]] = {}
         self._lock = threading.Lock()
+        self._written = None  # CUDA event after the last write: readers on other streams wait for it
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -73,6 +74,8 @@ class ImageCache:
             storage = self._storage
         if storage is None:
             raise KeyError("ImageCache.get: the cache is empty")
+        if self._written is not None:
+            torch.cuda.current_stream(self.device).wait_event(self._written)
         return storage.index_select(0, to_device(torch.tensor(slots, dtype=torch.int64), self.device))
 
     def put(self, indices: list[int], images: "torch.Tensor", metas: list) -> int:
@@ -95,6 +98,9 @@ class ImageCache:
             if rows:
                 src = images if len(rows) == images.shape[0] else images[to_device(torch.tensor(rows), images.device)]
                 self._storage.index_copy_(0, to_device(torch.tensor(slots, dtype=torch.int64), self.device), src)
+                if self.device.type == "cuda":
+                    self._written = torch.cuda.Event()
+                    self._written.record()
             return len(rows)
 
     def _allocate(self) -> None:

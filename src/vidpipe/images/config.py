@@ -49,14 +49,15 @@ def image_config(
     device: "str | torch.device" = "auto",
     size: tuple[int, int] | int | None = (416, 416),
     mode: str = "letterbox",
-    dtype: str = "auto",
+    dtype: "str | torch.dtype" = "auto",
     decoder: str = "auto",
     num_threads: int | None = None,
     max_pixels: int = DEFAULT_MAX_PIXELS,
 ) -> ImageConfig:
     """Validate and resolve the options (raises :class:`ConfigError` with the allowed values).
 
-    ``dtype="auto"`` is float16 on CUDA and float32 on the CPU. ``num_threads=None`` uses the
+    ``dtype="auto"`` is float16 on CUDA and float32 on the CPU (a ``torch.dtype`` is accepted
+    too). ``num_threads=None`` uses the
     CPU count, at most 16.
     """
     import torch
@@ -65,6 +66,10 @@ def image_config(
 
     dev = resolve_device(device)
     check_choice("mode", mode, MODES)
+    if isinstance(dtype, torch.dtype):  # accept torch dtypes too (e.g. a detector's input dtype)
+        dtype = {torch.float16: "fp16", torch.float32: "fp32", torch.bfloat16: "bf16", torch.uint8: "uint8"}.get(
+            dtype, str(dtype)
+        )
     check_choice("dtype", dtype, DTYPES)
     check_choice("decoder", decoder, DECODERS)
     if mode == "none":

@@ -60,7 +60,7 @@ class ImageDataset(Dataset):
         size: tuple[int, int] | int = (416, 416),
         mode: str = "letterbox",
         device: "str | torch.device" = "auto",
-        dtype: str = "auto",
+        dtype: "str | torch.dtype" = "auto",
         cache_bytes: int | str = "auto",
         decoder: str = "auto",
         num_threads: int | None = None,

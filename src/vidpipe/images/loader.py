@@ -294,6 +294,12 @@ class ImageLoader:
     # -- the thread around it ----------------------------------------------------------------
 
     def _threaded(self) -> Iterator[ImageBatch]:
+        """Run :meth:`_batches` on a producer thread, ``prefetch`` batches ahead.
+
+        On CUDA the producer works on its own stream; each batch is handed over with an event,
+        and the consumer's current stream waits for it (no CPU wait) and is recorded on the
+        batch's tensors, so consuming on any stream is safe, as is freeing the batch there.
+        """
         q: queue.Queue = queue.Queue(maxsize=self.prefetch)
         stop = threading.Event()
 
@@ -311,12 +317,20 @@ class ImageLoader:
 
             try:
                 on_cuda = self.cfg.device.type == "cuda"
-                ctx = torch.cuda.device(self.cfg.device) if on_cuda else contextlib.nullcontext()
-                with ctx:
+                with contextlib.ExitStack() as scope:
+                    stream = None
+                    if on_cuda:
+                        scope.enter_context(torch.cuda.device(self.cfg.device))
+                        stream = torch.cuda.Stream(self.cfg.device)
+                        scope.enter_context(torch.cuda.stream(stream))
                     gen = self._batches()
                     try:
                         for batch in gen:
-                            if not put(batch):
+                            ready = None
+                            if stream is not None:
+                                ready = torch.cuda.Event()
+                                ready.record(stream)
+                            if not put((batch, ready)):
                                 return
                     finally:
                         gen.close()
@@ -333,7 +347,21 @@ class ImageLoader:
                     return
                 if isinstance(item, BaseException):
                     raise item
-                yield item
+                batch, ready = item
+                if ready is not None:
+                    _adopt(batch, ready)
+                yield batch
         finally:
             stop.set()
             thread.join()
+
+
+def _adopt(batch: ImageBatch, ready) -> None:
+    """Make the caller's current CUDA stream wait for ``ready`` and own the batch's tensors."""
+    import torch
+
+    stream = torch.cuda.current_stream(batch.device)
+    stream.wait_event(ready)
+    tensors = [*batch.data] if isinstance(batch.data, tuple) else [batch.data]
+    for t in (*tensors, batch.scale, batch.pad):
+        t.record_stream(stream)
