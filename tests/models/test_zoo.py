@@ -190,3 +190,10 @@ def test_other_backends_dispatch_by_suffix(tmp_path):
         assert torch.allclose(scripted(x), darknet(x), rtol=1e-4, atol=1e-4)
     with pytest.raises(ModelError, match=r"unknown model .*\.onnx.*\.torchscript"):
         load_model(tmp_path / "model.xyz", device="cpu")
+
+
+def test_cfg_size_must_fit_the_stride(tmp_path):
+    cfg = darknet_model_files(tmp_path, YOLOV3_LIKE.replace("width=64", "width=66"))
+    with pytest.raises(ModelError, match=r"\[net\] size 64x66 is not a multiple of the stride 4"):
+        load_model(cfg, device="cpu")
+    assert load_model(cfg, device="cpu", input_size=(64, 68)).info.input_size == (64, 68)

@@ -178,7 +178,7 @@ class _Reader:
     def text(self, key: str, default: str) -> str:
         return self.raw.opts[key][0] if key in self.raw.opts else default
 
-    def int(self, key: str, default: int, *, low: int | None = None) -> int:
+    def integer(self, key: str, default: int, *, low: int | None = None) -> int:
         if key not in self.raw.opts:
             return default
         value, line = self.raw.opts[key]
@@ -190,7 +190,7 @@ class _Reader:
             raise self.error(f"{key}={out} must be >= {low}", line)
         return out
 
-    def float(self, key: str, default: float) -> float:
+    def number(self, key: str, default: float) -> float:
         if key not in self.raw.opts:
             return default
         value, line = self.raw.opts[key]
@@ -267,25 +267,25 @@ def _conv(r: _Reader, i: int) -> ConvSection:
     r.refuse("deform", "0", "deformable convolutions")
     r.refuse("antialiasing", "0", "anti-aliased convolutions")
     if r.has("stride_x") or r.has("stride_y"):
-        sx, sy = r.int("stride_x", -1), r.int("stride_y", -1)
+        sx, sy = r.integer("stride_x", -1), r.integer("stride_y", -1)
         if sx != sy:
             raise r.error(f"stride_x={sx} and stride_y={sy} differ; only square strides are supported")
-    size = r.int("size", 1, low=1)
-    pad = r.int("pad", 0)
-    padding = size // 2 if pad else r.int("padding", 0, low=0)
-    stride = r.int("stride", 1, low=1)
+    size = r.integer("size", 1, low=1)
+    pad = r.integer("pad", 0)
+    padding = size // 2 if pad else r.integer("padding", 0, low=0)
+    stride = r.integer("stride", 1, low=1)
     if r.has("stride_x"):
-        stride = r.int("stride_x", stride, low=1)
+        stride = r.integer("stride_x", stride, low=1)
     return ConvSection(
         line=r.raw.line,
         index=i,
-        filters=r.int("filters", 1, low=1),
+        filters=r.integer("filters", 1, low=1),
         size=size,
         stride=stride,
         padding=padding,
-        groups=r.int("groups", 1, low=1),
-        dilation=r.int("dilation", 1, low=1),
-        batch_normalize=r.int("batch_normalize", 0) != 0,
+        groups=r.integer("groups", 1, low=1),
+        dilation=r.integer("dilation", 1, low=1),
+        batch_normalize=r.integer("batch_normalize", 0) != 0,
         activation=r.activation("activation", "logistic"),
     )
 
@@ -295,10 +295,10 @@ def _maxpool(r: _Reader, i: int) -> MaxpoolSection:
     r.refuse("antialiasing", "0", "anti-aliased maxpool")
     if r.has("stride_x") or r.has("stride_y"):
         raise r.error("stride_x/stride_y are not supported; use stride")
-    stride = r.int("stride", 1, low=1)
-    size = r.int("size", stride, low=1)
+    stride = r.integer("stride", 1, low=1)
+    size = r.integer("size", stride, low=1)
     return MaxpoolSection(
-        line=r.raw.line, index=i, size=size, stride=stride, padding=r.int("padding", size - 1, low=0)
+        line=r.raw.line, index=i, size=size, stride=stride, padding=r.integer("padding", size - 1, low=0)
     )
 
 
@@ -306,8 +306,8 @@ def _route(r: _Reader, i: int) -> RouteSection:
     rel = r.ints("layers")
     if not rel:
         raise r.error("needs layers=... (the layers to concatenate)")
-    groups = r.int("groups", 1, low=1)
-    group_id = r.int("group_id", 0, low=0)
+    groups = r.integer("groups", 1, low=1)
+    group_id = r.integer("group_id", 0, low=0)
     if group_id >= groups:
         raise r.error(f"group_id={group_id} must be < groups={groups}")
     return RouteSection(
@@ -335,15 +335,15 @@ def _shortcut(r: _Reader, i: int) -> ShortcutSection:
 
 
 def _upsample(r: _Reader, i: int) -> UpsampleSection:
-    stride = r.int("stride", 2)
+    stride = r.integer("stride", 2)
     if stride < 1:
         raise r.error(f"stride={stride} is not supported (negative stride means downsampling)")
-    return UpsampleSection(line=r.raw.line, index=i, stride=stride, scale=r.float("scale", 1.0))
+    return UpsampleSection(line=r.raw.line, index=i, stride=stride, scale=r.number("scale", 1.0))
 
 
 def _yolo(r: _Reader, i: int) -> YoloSection:
     r.refuse("new_coords", "0", "Scaled-YOLOv4 box coordinates")
-    num = r.int("num", 1, low=1)
+    num = r.integer("num", 1, low=1)
     flat = r.floats("anchors")
     if flat is None:
         raise r.error("needs anchors=w,h, w,h, ...")
@@ -359,8 +359,8 @@ def _yolo(r: _Reader, i: int) -> YoloSection:
         index=i,
         mask=mask,
         anchors=anchors,
-        classes=r.int("classes", 20, low=1),
-        scale_x_y=r.float("scale_x_y", 1.0),
+        classes=r.integer("classes", 20, low=1),
+        scale_x_y=r.number("scale_x_y", 1.0),
     )
 
 
@@ -385,9 +385,9 @@ def parse_cfg(text: str, *, source: str = "<cfg>") -> DarknetCfg:
     net_reader = _Reader(source, raws[0])
     net = NetSection(
         line=raws[0].line,
-        width=net_reader.int("width", 416, low=1),
-        height=net_reader.int("height", 416, low=1),
-        channels=net_reader.int("channels", 3, low=1),
+        width=net_reader.integer("width", 416, low=1),
+        height=net_reader.integer("height", 416, low=1),
+        channels=net_reader.integer("channels", 3, low=1),
     )
     layers: list[LayerSection] = []
     for i, raw in enumerate(raws[1:]):

@@ -22,6 +22,9 @@ logger = logging.getLogger(__name__)
 def check_input_size(size: int | Sequence[int] | None, stride: int, default: tuple[int, int]) -> tuple[int, int]:
     """``(H, W)`` from an int, a pair or ``None`` (``default``); ModelError unless multiples of ``stride``."""
     if size is None:
+        h, w = default
+        if h % stride or w % stride:
+            raise ModelError(f"the cfg's [net] size {h}x{w} is not a multiple of the stride {stride}; pass input_size=")
         return default
     if isinstance(size, int) and not isinstance(size, bool):
         hw = (size, size)
@@ -60,11 +63,6 @@ class DarknetModel(Model):
         if len(names) != classes:
             raise ModelError(f"{name}: {len(names)} class names for a model with {classes} classes")
         size = check_input_size(input_size, net.stride, (cfg.net.height, cfg.net.width))
-        if size[0] % net.stride or size[1] % net.stride:
-            raise ModelError(
-                f"{cfg.source}: [net] size {size[0]}x{size[1]} is not a multiple of the network's stride "
-                f"{net.stride}; pass input_size="
-            )
         self.net = net.to(device=device, dtype=dtype).eval().use_channels_last()
         self.device = device
         self.dtype = dtype
