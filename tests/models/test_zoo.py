@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from darknet_helpers import YOLOV3_LIKE, darknet_model_files
+from darknet_helpers import YOLOV3_LIKE, YOLOV4_TINY_LIKE, darknet_model_files
 
 from vidpipe.errors import BackendUnavailableError, ConfigError, ModelError
 from vidpipe.models.base import Model
@@ -193,7 +193,7 @@ def test_other_backends_dispatch_by_suffix(tmp_path):
 
 
 def test_cfg_size_must_fit_the_stride(tmp_path):
-    cfg = darknet_model_files(tmp_path, YOLOV3_LIKE.replace("width=64", "width=66"))
-    with pytest.raises(ModelError, match=r"\[net\] size 64x66 is not a multiple of the stride 4"):
+    cfg = darknet_model_files(tmp_path, YOLOV4_TINY_LIKE.replace("width=64", "width=68"))
+    with pytest.raises(ModelError, match=r"\[net\] size 64x68 is not a multiple of the stride 8"):
         load_model(cfg, device="cpu")
-    assert load_model(cfg, device="cpu", input_size=(64, 68)).info.input_size == (64, 68)
+    assert load_model(cfg, device="cpu", input_size=(64, 72)).info.input_size == (64, 72)
