@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
     from vidpipe.decode.sessions import FrameRef, Session
 
-__all__ = ["SegmentParallelDecoder", "SessionFactory"]
+__all__ = ["SegmentParallelDecoder", "PyAVParallelDecoder", "SessionFactory"]
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +105,9 @@ class SegmentParallelDecoder(Decoder):
     ) -> None:
         import torch
 
+        from vidpipe.decode.registry import BackendChoice
+
+        self.choice = BackendChoice(self.name, f"{type(self).__name__} was created directly")  # the registry replaces it
         self.info = info
         self.device = torch.device(device)
         self.options = options if options is not None else DecodeOptions()
@@ -529,3 +532,62 @@ class SegmentParallelDecoder(Decoder):
             with self._lock:
                 self.fallbacks.append(reason)
             return self.fallback_factory(wid)
+
+
+class PyAVParallelDecoder(SegmentParallelDecoder):
+    """Segment-parallel PyAV decoding on the CPU: ``workers`` FFmpeg decoders over keyframe-aligned
+    segments of one file, RGB ``(B, 3, H, W)`` uint8 batches in order, the same frames and colours
+    as :class:`~vidpipe.decode.pyav.PyAVDecoder` (one converter per worker).
+
+    Args:
+        source: a :class:`StreamInfo` or a path.
+        device: where batches go (CUDA: uploaded from pinned memory).
+        options: frame selection.
+        workers: concurrent decoders (default: one per 4 CPU cores, at least 2).
+        threads: FFmpeg threads per decoder (default: the cores divided among the workers).
+        segment_frames, buffer_bytes, stream_id: as for :class:`SegmentParallelDecoder`.
+    """
+
+    name = "pyav-parallel"
+
+    def __init__(
+        self,
+        source: "StreamInfo | str | os.PathLike",
+        *,
+        device: "torch.device | str" = "cpu",
+        options: DecodeOptions | None = None,
+        workers: int | None = None,
+        threads: int | None = None,
+        segment_frames: int | None = None,
+        buffer_bytes: int = 1 << 30,
+        stream_id: int = 0,
+    ) -> None:
+        import torch
+
+        from vidpipe.decode.demux import Demuxer
+        from vidpipe.decode.probe import probe
+        from vidpipe.decode.sessions import PyAVSession
+        from vidpipe.device import resolve_device
+
+        info = source if isinstance(source, StreamInfo) else probe(source)
+        cores = os.cpu_count() or 2
+        k = workers if workers is not None else max(2, cores // 4)
+        per = threads if threads is not None else max(1, cores // k)
+        with Demuxer(info.source) as dmx:
+            extradata = dmx.extradata
+
+        def session(worker: int) -> PyAVSession:
+            return PyAVSession(info, layout="rgb", extradata=extradata, threads=per)
+
+        super().__init__(
+            info,
+            device=resolve_device(device),
+            options=options,
+            session_factory=session,
+            layout="rgb",
+            buffer_device=torch.device("cpu"),
+            workers=k,
+            segment_frames=segment_frames,
+            buffer_bytes=buffer_bytes,
+            stream_id=stream_id,
+        )

@@ -1,0 +1,419 @@
+"""``vidpipe bench decode``: video decoding throughput of vidpipe against its peers, in one run.
+
+Peers, one after another on the same file(s), each measured with
+:class:`~vidpipe.bench.sysstats.measure` (frames/s, process CPU %, GPU memory):
+
+- ``pyav``: :class:`~vidpipe.decode.pyav.PyAVDecoder`, FFmpeg threads, to RGB uint8 (CPU);
+- ``pyav-parallel``: :class:`~vidpipe.decode.parallel.PyAVParallelDecoder` (segments on several
+  FFmpeg decoders) to RGB uint8 (CPU);
+- ``opencv``: ``cv2.VideoCapture`` to BGR uint8 (if OpenCV is installed);
+- ``nvdec-1``: :class:`~vidpipe.decode.nvdec.NvdecDecoder` with one session, then the fused
+  NV12 -> letterboxed FP16 preprocessing (:func:`vidpipe.ops.preprocess.preprocess`);
+- ``nvdec``: the same with the default segment-parallel sessions: what ``vidpipe detect`` feeds
+  its model;
+- ``nvdec-decode``: segment-parallel NVDEC to NV12 batches, without preprocessing;
+- ``nvdec-ceiling``: ``ceiling_sessions`` independent sessions (default 28) decoding the file at
+  once, frames left in the decoders: what the GPU's NVDEC engines can do, measured in this run;
+- ``dali``: :class:`~vidpipe.decode.dali.DaliDecoder` (if nvidia-dali is installed).
+
+The issue's targets are checked per input on these numbers (see :func:`targets`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vidpipe.bench.report import markdown_table, write_report
+from vidpipe.bench.sysstats import measure
+
+__all__ = ["DecodeBenchResult", "run_decode_bench", "nvdec_ceiling", "targets", "PEERS"]
+
+logger = logging.getLogger(__name__)
+
+PEERS = ("pyav", "pyav-parallel", "opencv", "nvdec-1", "nvdec", "nvdec-decode", "nvdec-ceiling", "dali")
+COLUMNS = ["input", "peer", "output", "fps", "cpu_percent", "cores_per_kfps", "gpu_peak_mib", "gpu_used_peak_mib",
+           "frames", "wall_s", "sessions", "note"]  # fmt: skip
+HEADERS = {"fps": "frames/s", "cpu_percent": "CPU %", "cores_per_kfps": "cores per 1000 fps",
+           "gpu_peak_mib": "torch peak MiB", "gpu_used_peak_mib": "device peak MiB", "wall_s": "seconds"}  # fmt: skip
+FORMATS = {"wall_s": ".2f", "cores_per_kfps": ".2f"}
+
+
+@dataclass
+class DecodeBenchResult:
+    """One row per (input, peer) with ``fps``, ``cpu_percent``, GPU MiB, ...; the inputs, the
+    machine, and per input the issue's targets checked on these numbers."""
+
+    rows: list[dict]
+    inputs: list[dict]
+    machine: dict
+    targets: dict = field(default_factory=dict)
+
+    def markdown(self) -> str:
+        return markdown_table(self.rows, COLUMNS, headers=HEADERS, formats=FORMATS)
+
+    def write(self, out_dir: str | Path, name: str = "bench_decode") -> dict[str, Path]:
+        """``name.md``/``.json``/``.png`` (frames/s per input and peer) in ``out_dir``."""
+        notes = [f"input {i['name']}: {i['describe']}" for i in self.inputs]
+        notes += [f"{k}: {v}" for k, v in self.machine.items()]
+        notes += [f"targets {k}: {v}" for k, v in self.targets.items()]
+        rows = [{**r, "label": f"{r['input']} {r['peer']}"} for r in self.rows]
+        return write_report(
+            out_dir, name, rows, title="Video decoding", label="label", value="fps", unit="frames/s",
+            columns=COLUMNS, headers=HEADERS, formats=FORMATS, notes=notes,
+            meta={"inputs": self.inputs, "machine": self.machine, "targets": self.targets},
+            highlight=[r["label"] for r in rows if r["peer"] in ("nvdec", "nvdec-ceiling")],
+        )  # fmt: skip
+
+
+@dataclass
+class _Ctx:
+    path: str
+    info: Any
+    device: Any
+    batch_size: int
+    size: tuple[int, int]
+    workers: int | None
+    ceiling_sessions: int
+    ceiling_frames: int | None
+    memory: dict = field(default_factory=dict)
+
+
+def run_decode_bench(
+    inputs: Sequence[str] | str | None = None,
+    *,
+    generate: str | Sequence[str] | None = None,
+    device: str = "auto",
+    batch_size: int = 32,
+    size: tuple[int, int] = (640, 640),
+    peers: Sequence[str] = PEERS,
+    repeat: int = 1,
+    workers: int | None = None,
+    ceiling_sessions: int = 28,
+    ceiling_frames: int | None = None,
+    frames: int | None = None,
+    work_dir: str | Path | None = None,
+) -> DecodeBenchResult:
+    """Run the decode peers on each input in this process and return their numbers.
+
+    Args:
+        inputs: video files; or ``None`` with ``generate``.
+        generate: presets of :data:`vidpipe.bench.generate.VIDEO_PRESETS` (``"1080p-h264,1080p-hevc"``
+            or a list), encoded with PyAV into ``work_dir`` (default: ``vidpipe-bench`` in the temp
+            folder, reused across runs).
+        device: the GPU for the NVDEC peers (``"auto"``: CUDA if present; without one the GPU
+            peers are listed with the reason).
+        batch_size, size: batches of the decoders, letterbox size of the preprocessed peers.
+        peers: which of :data:`PEERS` to run.
+        repeat: timed passes per peer (the fastest is kept).
+        workers: NVDEC sessions of the ``nvdec`` peers (``None``: the default, two per engine).
+        ceiling_sessions, ceiling_frames: the independent-sessions ceiling (frames per session,
+            ``None``: the whole file).
+        frames: frames of generated clips (``None``: the preset's).
+    """
+    import tempfile
+
+    from vidpipe.bench.generate import generate_video, parse_presets
+    from vidpipe.decode.probe import probe
+    from vidpipe.device import resolve_device
+
+    dev = resolve_device(device)
+    paths: list[tuple[str, str]] = []
+    if inputs is not None:
+        for p in [inputs] if isinstance(inputs, (str, os.PathLike)) else inputs:
+            paths.append((Path(p).name, os.fspath(p)))
+    if generate:
+        work = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / "vidpipe-bench"
+        names = parse_presets(generate) if isinstance(generate, str) else list(generate)
+        for name in names:
+            paths.append((name, str(generate_video(name, work, frames=frames))))
+    if not paths:
+        from vidpipe.errors import ConfigError
+
+        raise ConfigError("bench decode needs input files or --generate presets")
+    for name in peers:
+        if name not in PEERS:
+            raise ValueError(f"unknown peer {name!r}; expected some of {', '.join(PEERS)}")
+    rows, in_rows, all_targets = [], [], {}
+    for label, path in paths:
+        info = probe(path)
+        describe = (f"{info.codec} {info.width}x{info.height} {info.pix_fmt}, {info.frame_count} frames, "
+                    f"{(info.bit_rate or 0) / 1e6:.1f} Mbit/s")  # fmt: skip
+        in_rows.append({"name": label, "path": path, "describe": describe})
+        ctx = _Ctx(path, info, dev, batch_size, size, workers, ceiling_sessions, ceiling_frames)
+        logger.info("bench decode: %s (%s)", label, describe)
+        _warm_up(ctx, peers)
+        for name in peers:
+            row = {"input": label, **_run_peer(name, ctx, repeat)}
+            rows.append(row)
+            logger.info("bench decode: %s %s %s fps %s", label, name, row.get("fps"), row.get("note") or "")
+        all_targets[label] = targets([r for r in rows if r["input"] == label])
+    return DecodeBenchResult(rows, in_rows, _machine(dev), all_targets)
+
+
+# -- peers ---------------------------------------------------------------------------------
+
+_OUTPUT = {
+    "pyav": "RGB uint8 (CPU)",
+    "pyav-parallel": "RGB uint8 (CPU)",
+    "opencv": "BGR uint8 (CPU)",
+    "nvdec-1": "letterboxed FP16 (GPU)",
+    "nvdec": "letterboxed FP16 (GPU)",
+    "nvdec-decode": "NV12 (GPU)",
+    "nvdec-ceiling": "decoder surfaces (GPU)",
+    "dali": "RGB uint8 (GPU)",
+}
+
+
+def _unavailable(name: str, ctx: _Ctx) -> str | None:
+    gpu = name.startswith("nvdec") or name == "dali"
+    if gpu and ctx.device.type != "cuda":
+        return "no CUDA device"
+    if name.startswith("nvdec"):
+        from vidpipe.decode.nvdec import check
+
+        return check(ctx.info, ctx.device)
+    if name in ("opencv", "dali"):
+        module = "cv2" if name == "opencv" else "nvidia.dali"
+        try:
+            __import__(module)
+        except Exception as exc:  # noqa: BLE001
+            return f"{module} not importable ({type(exc).__name__})"
+    return None
+
+
+def _run_peer(name: str, ctx: _Ctx, repeat: int) -> dict:
+    row: dict[str, Any] = {"peer": name, "output": _OUTPUT[name], "fps": None, "sessions": None, "note": ""}
+    why = _unavailable(name, ctx)
+    if why:
+        row["note"] = why
+        return row
+    fn = _RUNNERS[name]
+    best = None
+    for _ in range(max(1, repeat)):
+        ctx.memory = {}
+        try:
+            with measure(ctx.device if ctx.device.type == "cuda" else None) as m:
+                n, extra = fn(ctx)
+        except Exception as exc:  # noqa: BLE001 - a failing peer is a row, not a crash
+            logger.warning("bench decode: %s failed: %s", name, exc, exc_info=logger.isEnabledFor(logging.DEBUG))
+            row["note"] = f"failed: {type(exc).__name__}: {exc}"[:300]
+            return row
+        u = m.usage
+        fps = n / u.wall_s if u.wall_s > 0 else 0.0
+        cand = {"fps": round(fps, 1), "frames": n, "wall_s": u.wall_s, "cpu_percent": round(u.cpu_percent, 1),
+                "cores_per_kfps": round(u.cpu_percent / 100 / (fps / 1000), 3) if fps else None,
+                "gpu_peak_mib": None if u.gpu_peak_mib is None else round(u.gpu_peak_mib, 1),
+                "gpu_used_peak_mib": None if u.gpu_used_peak_mib is None else round(u.gpu_used_peak_mib, 1),
+                **extra, **ctx.memory}  # fmt: skip
+        if best is None or (cand["fps"] or 0) > (best["fps"] or 0):
+            best = cand
+    row.update(best or {})
+    return row
+
+
+def _pyav(ctx: _Ctx) -> tuple[int, dict]:
+    from vidpipe.decode.pyav import PyAVDecoder
+
+    dec = PyAVDecoder(ctx.info, device="cpu", threads=0)
+    return sum(len(b) for b in dec.batches(ctx.batch_size)), {"sessions": 1}
+
+
+def _pyav_parallel(ctx: _Ctx) -> tuple[int, dict]:
+    from vidpipe.decode.parallel import PyAVParallelDecoder
+
+    dec = PyAVParallelDecoder(ctx.info, device="cpu")
+    return sum(len(b) for b in dec.batches(ctx.batch_size)), {"sessions": dec.workers}
+
+
+def _opencv(ctx: _Ctx) -> tuple[int, dict]:
+    import cv2
+
+    cap = cv2.VideoCapture(ctx.path)
+    n = 0
+    try:
+        while True:
+            ok, _ = cap.read()
+            if not ok:
+                break
+            n += 1
+    finally:
+        cap.release()
+    return n, {"sessions": 1}
+
+
+def _nvdec(ctx: _Ctx, *, workers: int | None, preprocess: bool) -> tuple[int, dict]:
+    import torch
+
+    from vidpipe.decode.nvdec import NvdecDecoder
+    from vidpipe.ops.preprocess import preprocess as prep
+
+    dec = NvdecDecoder(ctx.info, device=ctx.device, workers=workers)
+    stream = torch.cuda.Stream(ctx.device)
+    n, samples, out = 0, [], None
+    with torch.cuda.stream(stream):  # the consumer stream of the decoder's contract
+        for batch in dec.batches(ctx.batch_size):
+            if preprocess:
+                out = prep(batch, size=ctx.size, dtype=torch.float16, device=ctx.device).tensor
+            n += len(batch)
+            samples.append(torch.cuda.memory_allocated(ctx.device))
+    stream.synchronize()
+    del out
+    st = dec.stats()
+    if samples:  # torch memory after the first fifth of the run vs at the end: flat means no growth
+        ctx.memory = {"gpu_alloc_early_mib": round(samples[len(samples) // 5] / 2**20, 1),
+                      "gpu_alloc_end_mib": round(samples[-1] / 2**20, 1),
+                      "buffer_peak_mib": round(st["buffer_peak_bytes"] / 2**20, 1)}  # fmt: skip
+    extra = {"sessions": st["workers"], "segments": st["segments"], "bytes_device_to_host": st["bytes_device_to_host"]}
+    if dec.error is not None:
+        extra["note"] = f"partial: {dec.error}"[:300]
+    return n, extra
+
+
+def nvdec_ceiling(
+    path: str, *, sessions: int = 28, frames: int | None = None, device: Any = "cuda"
+) -> tuple[int, float]:
+    """Decode ``path`` with ``sessions`` independent NVDEC sessions at once (each its own thread,
+    demuxer and decoder; frames are counted, not copied). Returns ``(frames, seconds)`` from the
+    moment all sessions are ready to the last one finishing."""
+    import torch
+
+    from vidpipe.decode.demux import ANNEXB_FILTERS, Demuxer
+    from vidpipe.decode.nvdec import NvdecSession
+    from vidpipe.decode.nvdec_caps import canonical_codec
+    from vidpipe.decode.probe import probe
+    from vidpipe.device import resolve_device
+
+    dev = resolve_device(device)
+    info = probe(path)
+    annexb = canonical_codec(info.codec) in ANNEXB_FILTERS
+    barrier = threading.Barrier(sessions + 1)
+    counts = [0] * sessions
+    ends = [0.0] * sessions
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            sess = NvdecSession(info, dev)
+            with Demuxer(path, annexb=annexb) as dmx:
+                packets = list(dmx.packets())[:frames] if frames else list(dmx.packets())
+            barrier.wait()
+            n = 0
+            for pkt in packets:
+                n += len(sess.feed(pkt))
+            n += len(sess.finish())
+            sess.stream.synchronize()
+            counts[i], ends[i] = n, time.perf_counter()
+            sess.close()
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(sessions)]
+    for t in threads:
+        t.start()
+    try:
+        barrier.wait()
+    except threading.BrokenBarrierError:
+        pass
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    torch.cuda.synchronize(dev)
+    return sum(counts), max(ends) - t0
+
+
+def _ceiling(ctx: _Ctx) -> tuple[int, dict]:
+    n, seconds = nvdec_ceiling(ctx.path, sessions=ctx.ceiling_sessions, frames=ctx.ceiling_frames, device=ctx.device)
+    # the rate from "all sessions ready" to "last one done": demux and decoder setup excluded
+    return n, {"sessions": ctx.ceiling_sessions, "fps": round(n / seconds, 1) if seconds > 0 else None,
+               "note": "independent sessions; rate excludes demux and setup"}  # fmt: skip
+
+
+def _dali(ctx: _Ctx) -> tuple[int, dict]:
+    from vidpipe.decode.dali import DaliDecoder
+
+    dec = DaliDecoder(ctx.info, device=ctx.device)
+    return sum(len(b) for b in dec.batches(ctx.batch_size)), {"sessions": 1}
+
+
+_RUNNERS: dict[str, Callable[[_Ctx], tuple[int, dict]]] = {
+    "pyav": _pyav,
+    "pyav-parallel": _pyav_parallel,
+    "opencv": _opencv,
+    "nvdec-1": lambda c: _nvdec(c, workers=1, preprocess=True),
+    "nvdec": lambda c: _nvdec(c, workers=c.workers, preprocess=True),
+    "nvdec-decode": lambda c: _nvdec(c, workers=c.workers, preprocess=False),
+    "nvdec-ceiling": _ceiling,
+    "dali": _dali,
+}
+
+
+def _warm_up(ctx: _Ctx, peers: Sequence[str]) -> None:
+    """CUDA context, NVDEC library and the fused kernel's compilation, outside the timings."""
+    if ctx.device.type != "cuda" or not any(p.startswith("nvdec") for p in peers) or _unavailable("nvdec", ctx):
+        return
+    import torch
+
+    from vidpipe.decode.base import DecodeOptions
+    from vidpipe.decode.nvdec import NvdecDecoder
+    from vidpipe.ops.preprocess import preprocess
+
+    dec = NvdecDecoder(ctx.info, device=ctx.device, workers=2, options=DecodeOptions(max_frames=2 * ctx.batch_size))
+    for batch in dec.batches(ctx.batch_size):
+        preprocess(batch, size=ctx.size, dtype=torch.float16, device=ctx.device)
+    torch.cuda.synchronize(ctx.device)
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _machine(dev: Any) -> dict:
+    import av
+    import torch
+
+    info = {"python": platform.python_version(), "torch": torch.__version__, "av": av.__version__,
+            "cpu_count": os.cpu_count()}  # fmt: skip
+    if dev.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(dev)
+        try:
+            from vidpipe.decode.nvdec_caps import nvdec_module, num_engines
+
+            info["PyNvVideoCodec"] = getattr(nvdec_module(), "__version__", "?")
+            info["nvdec_engines"] = num_engines(dev.index or 0)
+        except Exception:  # noqa: BLE001
+            pass
+    for mod in ("cv2", "nvidia.dali"):
+        try:
+            info[mod] = getattr(__import__(mod, fromlist=["_"]), "__version__", "?")
+        except Exception:  # noqa: BLE001
+            pass
+    return info
+
+
+def targets(rows: list[dict]) -> dict:
+    """The issue's targets for one input: ``nvdec`` (decode -> FP16 batch) >= 0.85x the NVDEC
+    ceiling and >= 2x PyAV; CPU time <= 1 core per 1,000 frames/s."""
+    by = {r["peer"]: r for r in rows}
+    fps = {k: (v.get("fps") or None) for k, v in by.items()}
+    out: dict[str, Any] = {}
+    gpu, ceiling, cpu = fps.get("nvdec"), fps.get("nvdec-ceiling"), fps.get("pyav")
+    if gpu and ceiling:
+        out["nvdec_over_ceiling"] = round(gpu / ceiling, 3)
+        out["target_0.85x_ceiling"] = gpu / ceiling >= 0.85
+    if gpu and cpu:
+        out["nvdec_over_pyav"] = round(gpu / cpu, 2)
+        out["target_2x_pyav"] = gpu / cpu >= 2
+    if gpu and by["nvdec"].get("cores_per_kfps") is not None:
+        out["nvdec_cores_per_kfps"] = by["nvdec"]["cores_per_kfps"]
+        out["target_1_core_per_kfps"] = by["nvdec"]["cores_per_kfps"] <= 1
+    return out

@@ -1,0 +1,279 @@
+"""The GPU decoder: NVDEC through PyNvVideoCodec, frames kept on the GPU as NV12/P016 batches.
+
+Packets are demuxed once with PyAV (H.264/HEVC as Annex-B) and decoded by PyNvVideoCodec's core
+decoder (``CreateDecoder``) with ``cudacontext=0`` (PyTorch's primary context) and a PyTorch
+CUDA stream per session, so decoded surfaces are PyTorch memory through DLPack with no copy to the
+host. Each kept frame is copied once, device to device, from the decoder's frame buffer (which
+the next ``Decode`` call reuses) into its row of a pooled ``(B, H*3/2, W)`` batch buffer. NVDEC
+runs as several sessions over keyframe-aligned segments of the file (see
+:mod:`vidpipe.decode.parallel`), by default two per NVDEC engine, which is what it takes to keep
+all engines busy; short clips get as many sessions as they have segments.
+
+Output: :class:`~vidpipe.types.FrameBatch` with ``format="nv12"`` (``uint8``) or ``"p010"``
+(``uint16``, 10-bit samples in the high bits, as NVDEC writes P016) and the stream's
+:class:`~vidpipe.types.ColorSpec`; colour conversion, letterbox and normalisation happen in the
+fused kernel of :mod:`vidpipe.ops.fused`. Frame numbers and timestamps equal the PyAV
+backend's (see :mod:`vidpipe.decode.segments`).
+
+**CUDA stream contract.** Frames are written on the sessions' own streams. When
+:meth:`NvdecDecoder.batches` yields a batch, the CUDA stream *current in the calling thread* has
+been made to wait for those writes (``wait_event``, no host synchronization): issue the work that
+reads the batch on that stream. When the caller asks for the next batch, an event is recorded on
+the then-current stream, and the batch's buffer is rewritten only after it. So iterate with the
+stream you process on as the current stream, e.g.::
+
+    with torch.cuda.stream(worker_stream):
+        for batch in decoder.batches(32):
+            model_input = preprocess(batch, ...)      # enqueued on worker_stream
+
+A batch (or any view of it) that you keep is never overwritten: its buffer leaves the pool.
+
+**What falls back, and how.** :func:`check` (used by ``decoder="auto"``) sends to PyAV, with
+the reason: no CUDA device, PyNvVideoCodec or the driver's NVDEC library missing, codecs NVDEC
+does not take (MJPEG, ProRes, ...), chroma other than 4:2:0, more than 10 bits, odd sizes, sizes
+outside the GPU's limits, and codec/bit-depth combinations the GPU lacks (H.264 10-bit, AV1 on
+H100/H200: ``GetDecoderCaps`` says unsupported). A decoder session that fails while decoding
+(an exception from PyNvVideoCodec) has its segment decoded again by PyAV on the CPU and uploaded
+as NV12 into the same rows; only if that fails too are the frames missing (``error`` set,
+``partial`` true), and the other segments go on. Corrupt packets NVDEC can conceal come out as
+(damaged) frames, as with FFmpeg.
+
+Never passed to PyNvVideoCodec: a CUDA context other than 0 or a stream not made by PyTorch on
+the right device, since a CUDA driver error inside it ends the process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from vidpipe.decode.base import DecodeOptions, StreamInfo
+from vidpipe.decode.nvdec_caps import (
+    NVDEC_CODECS,
+    canonical_codec,
+    nvdec_module,
+    nvdec_unavailable,
+    num_engines,
+    query_caps,
+    stream_unsupported,
+)
+from vidpipe.decode.parallel import SegmentParallelDecoder
+from vidpipe.decode.sessions import PyAVSession
+from vidpipe.errors import BackendUnavailableError, DecodeError, UnsupportedError
+
+if TYPE_CHECKING:
+    import torch
+
+    from vidpipe.decode.segments import Segment, StreamIndex
+    from vidpipe.types import Packet
+
+__all__ = ["NvdecDecoder", "NvdecSession", "check", "create", "default_workers"]
+
+logger = logging.getLogger(__name__)
+
+#: sessions per NVDEC engine by default (1080p H.264 on an H200: 7 sessions 3,067 fps,
+#: 14 sessions 3,630, 28 sessions 3,825 -- see the notes of the GPU runs)
+SESSIONS_PER_ENGINE = 2
+#: codecs whose container header (extradata) is sent before a segment's first packet
+_PREPEND_EXTRADATA = {"mpeg4", "mpeg1video", "mpeg2video", "vc1"}
+
+
+def _gpu(device: "torch.device") -> int:
+    import torch
+
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def check(info: StreamInfo, device: "torch.device") -> str | None:
+    """``None`` when NVDEC can decode ``info`` on ``device``, else the reason (for the registry)."""
+    why = nvdec_unavailable(device)
+    if why is not None:
+        return why
+    gpu = _gpu(device)
+    return stream_unsupported(info, lambda codec, chroma, bits: query_caps(gpu, codec, chroma, bits))
+
+
+def create(info: StreamInfo, *, device: "torch.device", options: DecodeOptions) -> "NvdecDecoder":
+    """Registry factory."""
+    return NvdecDecoder(info, device=device, options=options)
+
+
+def default_workers(device: "torch.device", codec: str = "h264") -> int:
+    """Concurrent sessions that keep every NVDEC engine of ``device`` busy."""
+    return SESSIONS_PER_ENGINE * num_engines(_gpu(device), canonical_codec(codec))
+
+
+def _address(data: bytes) -> int:
+    """Address of a bytes object's buffer (no copy); valid while ``data`` lives."""
+    return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
+
+
+class _NvFrame:
+    __slots__ = ("pts", "_frame", "_session")
+
+    def __init__(self, frame: Any, session: "NvdecSession") -> None:
+        ts = frame.timestamp
+        self.pts = ts if ts >= 0 else None
+        self._frame = frame
+        self._session = session
+
+    def copy_into(self, dst: "torch.Tensor") -> int:
+        import torch
+
+        with torch.cuda.stream(self._session.stream):
+            src = torch.from_dlpack(self._frame)  # waits on the decoder's copy event, no data copy
+            if src.shape != dst.shape or src.dtype != dst.dtype:
+                raise DecodeError(
+                    f"{self._session.info.source}: NVDEC frame {tuple(src.shape)} {src.dtype} does not "
+                    f"match {tuple(dst.shape)} {dst.dtype} (frame size changed mid-stream?); "
+                    "decode this file with decoder='pyav'"
+                )
+            dst.copy_(src)
+        return 0
+
+
+class NvdecSession:
+    """One PyNvVideoCodec decoder on its own PyTorch CUDA stream (used by one thread at a time).
+
+    Frames it returns are views of the decoder's frame buffer, valid until the next
+    :meth:`feed`/:meth:`finish`.
+    """
+
+    kind = "nvdec"
+    layout = "yuv"
+
+    def __init__(self, info: StreamInfo, device: "torch.device") -> None:
+        import torch
+
+        nvc = nvdec_module()
+        codec = canonical_codec(info.codec)
+        member = NVDEC_CODECS.get(codec)
+        if member is None:
+            raise UnsupportedError(f"{info.source}: NVDEC does not decode {codec}")
+        self.info = info
+        self._nvc = nvc
+        self.stream = torch.cuda.Stream(device)
+        self._decoder = nvc.CreateDecoder(
+            gpuid=_gpu(device),
+            codec=getattr(nvc.cudaVideoCodec, member),
+            cudacontext=0,
+            cudastream=self.stream.cuda_stream,
+            usedevicememory=True,
+            outputColorType=nvc.OutputColorType.NATIVE,
+        )
+        self._packet = nvc.PacketData()
+        self._extradata: bytes | None = None
+        self._prepend = False
+        if codec in _PREPEND_EXTRADATA:
+            from vidpipe.decode.demux import Demuxer
+
+            with Demuxer(info.source) as dmx:
+                self._extradata = dmx.extradata
+
+    def start(self, segment: "Segment") -> None:
+        self._prepend = self._extradata is not None
+
+    def feed(self, packet: "Packet") -> list[_NvFrame]:
+        data = packet.data
+        if self._prepend:
+            data = self._extradata + data  # type: ignore[operator]
+            self._prepend = False
+        pd = self._packet
+        pd.bsl_data = _address(data)
+        pd.bsl = len(data)
+        pd.pts = packet.pts if packet.pts is not None else -1
+        frames = self._decoder.Decode(pd)  # releases the GIL; ``data`` stays alive meanwhile
+        return [_NvFrame(f, self) for f in frames]
+
+    def finish(self) -> list[_NvFrame]:
+        frames = self._decoder.Decode(self._nvc.PacketData())  # end of stream: drain
+        return [_NvFrame(f, self) for f in frames]
+
+    def close(self) -> None:
+        self._decoder = None
+
+
+class NvdecDecoder(SegmentParallelDecoder):
+    """Decode one file with NVDEC into NV12/P016 batches on the GPU (see the module docstring).
+
+    Args:
+        source: a :class:`StreamInfo` or a path (probed here).
+        device: a CUDA device (``"cuda"``, ``"cuda:1"``, ``torch.device``).
+        options: frame selection (stride, time range, count).
+        workers: concurrent NVDEC sessions (``None``: two per NVDEC engine; 1: one session).
+        segment_frames: frames per segment (``None``: sized from ``buffer_bytes``).
+        buffer_bytes: GPU memory for frames decoded ahead of the consumer (default 2 GiB,
+            about 690 1080p frames).
+        fallback: retry a failing segment on PyAV (CPU) instead of leaving its frames out.
+        stream_id: written into every :class:`~vidpipe.types.FrameMeta`.
+        index: a :class:`~vidpipe.decode.segments.StreamIndex` to reuse.
+
+    Raises:
+        BackendUnavailableError: no CUDA / PyNvVideoCodec / NVDEC here.
+        UnsupportedError: NVDEC (or vidpipe's NVDEC path) cannot decode this stream; the
+            message says why (:func:`check` gives the same reason without raising).
+    """
+
+    name = "nvdec"
+
+    def __init__(
+        self,
+        source: StreamInfo | str | os.PathLike,
+        *,
+        device: "torch.device | str" = "cuda",
+        options: DecodeOptions | None = None,
+        workers: int | None = None,
+        segment_frames: int | None = None,
+        buffer_bytes: int = 2 << 30,
+        fallback: bool = True,
+        stream_id: int = 0,
+        index: "StreamIndex | None" = None,
+    ) -> None:
+        from vidpipe.decode.demux import ANNEXB_FILTERS
+        from vidpipe.decode.probe import probe
+        from vidpipe.device import resolve_device
+
+        info = source if isinstance(source, StreamInfo) else probe(source)
+        dev = resolve_device(device)
+        why = nvdec_unavailable(dev)
+        if why is not None:
+            raise BackendUnavailableError(f"NVDEC cannot decode {info.source}: {why}")
+        why = check(info, dev)
+        if why is not None:
+            raise UnsupportedError(f"NVDEC cannot decode {info.source}: {why}")
+        codec = canonical_codec(info.codec)
+        annexb = codec in ANNEXB_FILTERS
+        extradata = None
+        if not annexb:
+            from vidpipe.decode.demux import Demuxer
+
+            with Demuxer(info.source) as dmx:
+                extradata = dmx.extradata
+
+        def session(worker: int) -> NvdecSession:
+            return NvdecSession(info, dev)
+
+        def cpu_session(worker: int) -> PyAVSession:
+            import torch
+
+            return PyAVSession(
+                info, layout="yuv", annexb=annexb, extradata=extradata, threads=2, stream=torch.cuda.Stream(dev)
+            )
+
+        super().__init__(
+            info,
+            device=dev,
+            options=options,
+            session_factory=session,
+            fallback_factory=cpu_session if fallback else None,
+            layout="yuv",
+            annexb=annexb,
+            workers=workers if workers is not None else default_workers(dev, codec),
+            segment_frames=segment_frames,
+            buffer_bytes=buffer_bytes,
+            stream_id=stream_id,
+            index=index,
+        )
+
