@@ -28,7 +28,8 @@ logger = logging.getLogger(__name__)
 
 #: ``--generate`` presets: (width, height, JPEG quality).
 PRESETS = {"1080p-jpeg": (1920, 1080, 90), "720p-jpeg": (1280, 720, 90), "4k-jpeg": (3840, 2160, 90)}
-PEERS = ("pil", "opencv", "nvjpeg", "nvimgcodec", "dali", "vidpipe-cpu", "vidpipe-gpu", "vidpipe-cached")
+PEERS = ("pil", "opencv", "nvjpeg", "nvimgcodec", "dali", "vidpipe-cpu", "vidpipe-gpu", "vidpipe-gpu-nvimgcodec",
+         "vidpipe-cached")  # fmt: skip
 COLUMNS = ["peer", "output", "img_per_s", "cpu_percent", "gpu_peak_mib", "gpu_used_peak_mib", "images", "wall_s", "note"]
 HEADERS = {"img_per_s": "img/s", "cpu_percent": "CPU %", "gpu_peak_mib": "torch peak MiB",
            "gpu_used_peak_mib": "device peak MiB", "wall_s": "seconds"}  # fmt: skip
@@ -202,6 +203,8 @@ def _peer(name: str, ctx: _Ctx) -> tuple[str, str, Callable[[_Ctx, list[int]], i
                         _run_vidpipe_cpu, ()),
         "vidpipe-gpu": ("vidpipe GPU (nvJPEG)", f"{box} FP16 batch, GPU (read+decode+resize)", _run_vidpipe_gpu,
                         ("cuda",)),
+        "vidpipe-gpu-nvimgcodec": ("vidpipe GPU (nvImageCodec)", f"{box} FP16 batch, GPU (read+decode+resize)",
+                                   _run_vidpipe_gpu_nvimgcodec, ("cuda", "nvidia.nvimgcodec")),
         "vidpipe-cached": ("vidpipe ImageDataset, cached epoch", f"{box} FP16 batch, GPU (from the GPU cache)",
                            _run_cached, ("cuda",)),
     }  # fmt: skip
@@ -301,11 +304,11 @@ def _run_dali(ctx: _Ctx, idx: list[int]) -> int:
     return n
 
 
-def _run_vidpipe(ctx: _Ctx, idx: list[int], device: str, dtype: str) -> int:
+def _run_vidpipe(ctx: _Ctx, idx: list[int], device: str, dtype: str, decoder: str = "auto") -> int:
     import vidpipe.images as vi
 
     loader = vi.load([ctx.paths[i] for i in idx], device=device, batch_size=ctx.batch_size, size=ctx.size,
-                     dtype=dtype, num_threads=ctx.threads)  # fmt: skip
+                     dtype=dtype, num_threads=ctx.threads, decoder=decoder)  # fmt: skip
     n = sum(len(b) for b in loader)
     if loader.skipped:
         raise RuntimeError(f"{len(loader.skipped)} files skipped, first: {loader.skipped[0]}")
@@ -318,6 +321,10 @@ def _run_vidpipe_cpu(ctx: _Ctx, idx: list[int]) -> int:
 
 def _run_vidpipe_gpu(ctx: _Ctx, idx: list[int]) -> int:
     return _run_vidpipe(ctx, idx, str(ctx.device), "fp16")
+
+
+def _run_vidpipe_gpu_nvimgcodec(ctx: _Ctx, idx: list[int]) -> int:
+    return _run_vidpipe(ctx, idx, str(ctx.device), "fp16", decoder="nvimgcodec")
 
 
 def _run_cached(ctx: _Ctx, idx: list[int]) -> int:

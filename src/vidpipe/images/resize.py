@@ -1,8 +1,9 @@
 """Resize decoded images of mixed sizes into one batch: letterbox, plain resize, or native size.
 
-Images of the same size are resized together (one kernel per size, not per image). On the CPU,
-resizing runs on uint8 (PyTorch's vectorised antialiased path), on the GPU in the output float
-dtype (float32 when the output is uint8, for exact rounding).
+On the GPU, images of the same size are resized together (one kernel per size, not per image),
+in the output float dtype (float32 when the output is uint8, for exact rounding). On the CPU each
+image is resized on uint8 in its decoded HWC layout, PyTorch's vectorised antialiased path (about
+7x faster than on planar NCHW uint8 and 10x faster than float32).
 """
 
 from __future__ import annotations
@@ -73,13 +74,20 @@ def resize_images(
         else:
             new_h, new_w, x0, y0 = out_h, out_w, 0, 0
             sx, sy = out_w / src_w, out_h / src_h
-        stacked = images[idx[0]].unsqueeze(0) if len(idx) == 1 else torch.stack([images[i] for i in idx])
-        resized = _interpolate(stacked, (new_h, new_w), dtype)
-        if idx[-1] - idx[0] == len(idx) - 1:  # a contiguous run of rows: one copy
-            out[idx[0] : idx[-1] + 1, :, y0 : y0 + new_h, x0 : x0 + new_w].copy_(resized)
+        region = (slice(None), slice(y0, y0 + new_h), slice(x0, x0 + new_w))
+        if device.type == "cpu":
+            # One image at a time, in the decoder's HWC memory layout (channels-last): PyTorch's
+            # vectorised uint8 path, and no copy into a stacked NCHW batch first.
+            for i in idx:
+                out[i][region].copy_(_interpolate(images[i].unsqueeze(0), (new_h, new_w), dtype)[0])
         else:
-            for j, i in enumerate(idx):
-                out[i, :, y0 : y0 + new_h, x0 : x0 + new_w].copy_(resized[j])
+            stacked = images[idx[0]].unsqueeze(0) if len(idx) == 1 else torch.stack([images[i] for i in idx])
+            resized = _interpolate(stacked, (new_h, new_w), dtype)
+            if idx[-1] - idx[0] == len(idx) - 1:  # a contiguous run of rows: one copy
+                out[idx[0] : idx[-1] + 1, :, y0 : y0 + new_h, x0 : x0 + new_w].copy_(resized)
+            else:
+                for j, i in enumerate(idx):
+                    out[i][region].copy_(resized[j])
         for i in idx:
             scales[i] = (sx, sy)
             pads[i] = (float(x0), float(y0))
