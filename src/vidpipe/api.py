@@ -118,7 +118,7 @@ def detect(
         except SourceError as exc:
             if len(sources) == 1:
                 raise
-            logger.error("%s", exc)
+            logger.error("%s", exc, exc_info=logger.isEnabledFor(logging.DEBUG))
             failed.append((src, str(exc)))
     if not specs:
         raise SourceError("none of the inputs can be read: " + "; ".join(reason for _, reason in failed))

@@ -79,9 +79,13 @@ class PipelineConfig:
         check_range("queue_depth", self.queue_depth, low=1, high=1024, integer=True)
         self.decode_options()  # validates frame_skip, max_frames, start, end
 
-    def decode_options(self) -> DecodeOptions:
+    def decode_options(self, stream_id: int = 0) -> DecodeOptions:
         return DecodeOptions(
-            frame_skip=self.frame_skip, max_frames=self.max_frames, start=self.start, end=self.end
+            frame_skip=self.frame_skip,
+            max_frames=self.max_frames,
+            start=self.start,
+            end=self.end,
+            stream_id=stream_id,
         )
 
 
@@ -111,6 +115,7 @@ class SourceState:
     decoder_reason: str | None = None
     error: str | None = None
     expected_frames: int | None = None
+    finished: bool = False  # the consumer saw the worker's end marker
     extra: dict = field(default_factory=dict)
 
 
@@ -177,7 +182,7 @@ class DetectionRun:
             except VidpipeError as exc:
                 state.status = "partial" if state.produced else "failed"
                 state.error = str(exc)
-                logger.error("%s", exc)
+                logger.error("%s", exc, exc_info=logger.isEnabledFor(logging.DEBUG))
             except Exception as exc:  # noqa: BLE001 - one broken source must not stop the others
                 state.status = "partial" if state.produced else "failed"
                 state.error = f"{state.spec.location}: unexpected {type(exc).__name__}: {exc}"
@@ -225,6 +230,7 @@ class DetectionRun:
                         continue
             if isinstance(item, _Done):
                 pending -= 1
+                self.states[item.stream_id].finished = True
             elif isinstance(item, _Chunk):
                 parts.append(item)
                 buffered += len(item.inp)
@@ -322,9 +328,12 @@ class DetectionRun:
             if t.is_alive():
                 logger.warning("worker %s did not stop within 10 s", t.name)
         for st in self.states:
-            if st.status in ("pending", "running"):
-                st.status = "partial" if st.frames else "failed"
-                st.error = st.error or "stopped before the end"
+            if st.status == "pending":
+                st.status = "skipped"
+                st.error = st.error or "the run stopped before this input started"
+            elif st.status in ("running", "ok") and (not st.finished or st.frames < st.produced):
+                st.status = "partial"
+                st.error = st.error or f"{st.spec.location}: the run stopped after {st.frames} frames"
         self.finished_at = time.perf_counter()
 
     def summary(self, *, outputs: "Sequence[str]" = ()) -> "RunSummary":
@@ -336,7 +345,7 @@ class DetectionRun:
             for src, reason in self.failed_inputs
         ]
         for st in self.states:
-            status = st.status if st.status in ("ok", "partial", "failed") else ("partial" if st.frames else "skipped")
+            status = st.status if st.status in ("ok", "partial", "failed", "skipped") else "partial"
             sources.append(
                 SourceSummary(
                     source=st.spec.location,

@@ -74,7 +74,7 @@ def _video_chunks(
         state.spec.location,
         device=device,
         decoder=config.decoder,
-        options=config.decode_options(),
+        options=config.decode_options(state.stream_id),
         strict_gpu=config.strict_gpu,
     ) as dec:
         state.decoder = dec.choice.name

@@ -62,12 +62,15 @@ class DecodeOptions:
         max_frames: stop after this many *kept* frames (``None``: no limit).
         start: first presentation time in seconds to keep (``None``: from the beginning).
         end: presentation time in seconds at which to stop, exclusive (``None``: to the end).
+        stream_id: the label every backend writes into ``FrameMeta.stream_id`` (the position of
+            the source in a multi-source run).
     """
 
     frame_skip: int = 1
     max_frames: int | None = None
     start: float | None = None
     end: float | None = None
+    stream_id: int = 0
 
     def __post_init__(self) -> None:
         check_range("frame_skip", self.frame_skip, low=1, integer=True)
@@ -77,6 +80,7 @@ class DecodeOptions:
             check_range("start", self.start, low=0)
         if self.end is not None:
             check_range("end", self.end, low=0, low_inclusive=False)
+        check_range("stream_id", self.stream_id, low=0, integer=True)
         if self.start is not None and self.end is not None and self.end <= self.start:
             raise ConfigError(f"invalid time range: end={self.end} must be after start={self.start}")
 

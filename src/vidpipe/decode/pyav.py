@@ -88,7 +88,7 @@ class PyAVDecoder(Decoder):
         options: DecodeOptions | None = None,
         threads: int = 0,
         convert_threads: int | None = None,
-        stream_id: int = 0,
+        stream_id: int | None = None,
     ) -> None:
         from vidpipe.decode.registry import BackendChoice
         from vidpipe.device import resolve_device
@@ -99,7 +99,7 @@ class PyAVDecoder(Decoder):
         self.options = options if options is not None else DecodeOptions()
         self.threads = int(threads)
         self.convert_threads = convert_threads
-        self.stream_id = stream_id
+        self.stream_id = self.options.stream_id if stream_id is None else stream_id
         self.error: Exception | None = None
         self.frames_decoded = 0
         self.frames_delivered = 0

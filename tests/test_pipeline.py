@@ -1,0 +1,134 @@
+"""vidpipe.detect / DetectionRun end to end on generated clips and the bundled sample."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import vidpipe
+from conftest import device_params
+from media import corrupt_middle, make_audio, make_empty, make_text, truncate
+
+SMALL = dict(width=160, height=96, frames=12, fps=12, gop=6)
+
+
+@pytest.mark.parametrize("device", device_params())
+def test_one_result_per_frame_in_order(make_clip, device):
+    clip = make_clip(**SMALL)
+    run = vidpipe.detect(clip.path, device=device, batch_size=5)
+    results = list(run)
+    assert [r.index for r in results] == list(range(clip.frames))
+    assert [r.pts for r in results] == pytest.approx(clip.pts)
+    assert all(r.source == str(clip.path) for r in results)
+    assert all(r.size == (96, 160) for r in results)
+    assert all(r.detections.device.type == device for r in results)
+    s = run.summary()
+    assert s.frames == clip.frames and s.status == "ok"
+    assert s.sources[0].decoder == "pyav"
+
+
+def test_several_sources_each_in_order(make_clip):
+    a = make_clip(**SMALL)
+    b = make_clip(width=128, height=128, frames=9, fps=10, gop=3)
+    run = vidpipe.detect([a.path, b.path], device="cpu", batch_size=4)
+    seen: dict[str, list[int]] = {}
+    for r in run:
+        seen.setdefault(r.source, []).append(r.index)
+    assert seen == {str(a.path): list(range(a.frames)), str(b.path): list(range(b.frames))}
+    assert [s.status for s in run.summary().sources] == ["ok", "ok"]
+
+
+def test_frame_selection_options(make_clip):
+    clip = make_clip(width=160, height=96, frames=30, fps=10, gop=10)
+    idx = [r.index for r in vidpipe.detect(clip.path, device="cpu", frame_skip=4)]
+    assert idx == list(range(0, 30, 4))
+    idx = [r.index for r in vidpipe.detect(clip.path, device="cpu", max_frames=7)]
+    assert idx == list(range(7))
+    res = list(vidpipe.detect(clip.path, device="cpu", start=1.25, end=2.0))
+    assert [r.index for r in res] == list(range(13, 20))
+    assert all(1.25 <= r.pts < 2.0 for r in res)
+
+
+def test_bad_input_among_good_ones_is_reported_and_others_run(make_clip, tmp_path):
+    good = make_clip(**SMALL)
+    bad = make_text(tmp_path / "notes.mp4")
+    empty = make_empty(tmp_path / "empty.mp4")
+    audio = make_audio(tmp_path / "tone.m4a")
+    missing = tmp_path / "missing.mp4"
+    run = vidpipe.detect([bad, good.path, empty, audio, missing], device="cpu")
+    frames = [r for r in run]
+    assert len(frames) == good.frames
+    by_source = {s.source: s for s in run.summary().sources}
+    assert by_source[str(good.path)].status == "ok"
+    for path, words in [(bad, "not a video"), (empty, "empty"), (audio, "no video stream"), (missing, "no such file")]:
+        s = by_source[str(path)]
+        assert s.status == "failed", s
+        assert str(path) in s.error and words in s.error
+
+
+def test_truncated_file_keeps_decoded_frames_and_is_partial(make_clip, tmp_path):
+    clip = make_clip(suffix=".mkv", width=160, height=96, frames=40, fps=10, gop=5)
+    cut = truncate(clip.path, 0.5, dst=tmp_path / "cut.mkv")
+    run = vidpipe.detect(cut, device="cpu")
+    idx = [r.index for r in run]
+    assert 0 < len(idx) < clip.frames
+    assert idx == list(range(len(idx)))
+    s = run.summary().sources[0]
+    assert s.status == "partial" and s.error
+
+
+def test_corrupt_middle_never_hangs(make_clip, tmp_path):
+    clip = make_clip(suffix=".mkv", width=160, height=96, frames=30, fps=10, gop=5)
+    bad = corrupt_middle(clip.path, dst=tmp_path / "bad.mkv")
+    run = vidpipe.detect(bad, device="cpu")
+    idx = [r.index for r in run]
+    assert idx == sorted(idx) and len(set(idx)) == len(idx)
+    assert run.summary().sources[0].status in ("ok", "partial")
+
+
+def test_early_break_stops_workers(make_clip):
+    clip = make_clip(width=160, height=96, frames=60, fps=30, gop=10)
+    before = {t.name for t in threading.enumerate()}
+    run = vidpipe.detect(clip.path, device="cpu", batch_size=2, queue_depth=1)
+    for i, _ in enumerate(run):
+        if i == 3:
+            break
+    run.close()
+    left = [t for t in threading.enumerate() if t.name.startswith("vidpipe-src") and t.name not in before]
+    assert not left
+    assert run.summary().sources[0].status == "partial"
+
+
+def test_sample_video_has_persons_and_bicycles(bikes_path):
+    """The bundled model sees what is in the bundled street video (every 5th frame, 40 frames)."""
+    run = vidpipe.detect(bikes_path, device="cpu", frame_skip=5, max_frames=40, classes="person,bicycle,car")
+    counts: dict[str, int] = {}
+    for r in run:
+        for name in r.labels():
+            counts[name] = counts.get(name, 0) + 1
+    assert counts.get("person", 0) >= 10, counts
+    assert counts.get("bicycle", 0) >= 5, counts
+    assert set(counts) <= {"person", "bicycle", "car"}
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(batch_size=0), "batch_size"),
+        (dict(conf=1.5), "conf"),
+        (dict(iou=-0.1), "iou"),
+        (dict(device="gpu"), "device"),
+        (dict(decoder="ffmpeg"), "decoder"),
+        (dict(frame_skip=0), "frame_skip"),
+        (dict(classes="person,dragon"), "dragon"),
+        (dict(model="no-such-model"), "no-such-model"),
+        (dict(start=5, end=2), "end"),
+    ],
+)
+def test_invalid_options_raise_config_errors(make_clip, kwargs, words):
+    clip = make_clip(**SMALL)
+    with pytest.raises(vidpipe.VidpipeError) as err:
+        vidpipe.detect(clip.path, **kwargs)
+    assert isinstance(err.value, ValueError)
+    assert words in str(err.value)
