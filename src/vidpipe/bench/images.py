@@ -22,7 +22,7 @@ from typing import Any
 from vidpipe.bench.report import markdown_table, write_report
 from vidpipe.bench.sysstats import measure
 
-__all__ = ["ImageBenchResult", "bench_images", "generate_jpegs", "PRESETS", "PEERS"]
+__all__ = ["PEERS", "PRESETS", "ImageBenchResult", "bench_images", "generate_jpegs"]
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,17 @@ logger = logging.getLogger(__name__)
 PRESETS = {"1080p-jpeg": (1920, 1080, 90), "720p-jpeg": (1280, 720, 90), "4k-jpeg": (3840, 2160, 90)}
 PEERS = ("pil", "opencv", "nvjpeg", "nvimgcodec", "dali", "vidpipe-cpu", "vidpipe-gpu", "vidpipe-gpu-nvimgcodec",
          "vidpipe-cached")  # fmt: skip
-COLUMNS = ["peer", "output", "img_per_s", "cpu_percent", "gpu_peak_mib", "gpu_used_peak_mib", "images", "wall_s", "note"]
+COLUMNS = [
+    "peer",
+    "output",
+    "img_per_s",
+    "cpu_percent",
+    "gpu_peak_mib",
+    "gpu_used_peak_mib",
+    "images",
+    "wall_s",
+    "note",
+]
 HEADERS = {"img_per_s": "img/s", "cpu_percent": "CPU %", "gpu_peak_mib": "torch peak MiB",
            "gpu_used_peak_mib": "device peak MiB", "wall_s": "seconds"}  # fmt: skip
 
@@ -82,7 +92,9 @@ def generate_jpegs(out_dir: str | Path, preset: str = "1080p-jpeg", count: int =
     yy, xx = np.mgrid[0 : h + m, 0 : w + m].astype(np.float32)
     fields = []  # a few smooth colour fields with waves, shared by all images (fast to make many)
     for _ in range(4):
-        blobs = Image.fromarray(rng.integers(0, 256, size=(10, 18, 3), dtype=np.uint8)).resize((w + m, h + m), Image.BICUBIC)
+        blobs = Image.fromarray(rng.integers(0, 256, size=(10, 18, 3), dtype=np.uint8)).resize(
+            (w + m, h + m), Image.BICUBIC
+        )
         waves = 40 * np.sin(xx / rng.uniform(40, 200) + yy / rng.uniform(60, 300))
         fields.append(np.asarray(blobs, dtype=np.int16) + waves[..., None].astype(np.int16))
     grain = rng.normal(0, 7, size=(h + m, w + m, 3)).astype(np.int16)  # sensor noise
@@ -269,7 +281,9 @@ def _run_nvjpeg(ctx: _Ctx, idx: list[int]) -> int:
     quiet_torchvision_deprecation()
     blobs, n = ctx.encoded(), 0
     for k in range(0, len(idx), ctx.batch_size):
-        n += len(decode_jpeg([blobs[i] for i in idx[k : k + ctx.batch_size]], mode=ImageReadMode.RGB, device=ctx.device))
+        n += len(
+            decode_jpeg([blobs[i] for i in idx[k : k + ctx.batch_size]], mode=ImageReadMode.RGB, device=ctx.device)
+        )
     return n
 
 

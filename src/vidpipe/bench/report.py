@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["format_value", "markdown_table", "write_json", "write_markdown", "bar_chart_png", "write_report"]
+__all__ = ["bar_chart_png", "format_value", "markdown_table", "write_json", "write_markdown", "write_report"]
 
 
 def format_value(value: Any, spec: str | None = None) -> str:
@@ -133,8 +133,10 @@ def bar_chart_png(
         if v in nums:
             w = max(1, int(plot_w * v / vmax))
             colour = _PALETTE[i % len(_PALETTE)]
-            d.rectangle([x0, y, x0 + w, y + bar_h], fill=colour, outline="black" if name in highlight else None,
-                        width=3 if name in highlight else 1)  # fmt: skip
+            strong = name in highlight
+            d.rectangle(
+                [x0, y, x0 + w, y + bar_h], fill=colour, outline="black" if strong else None, width=3 if strong else 1
+            )
             d.text((x0 + w + 6, y + 6), f"{format_value(float(v))} {unit}".strip(), fill="black", font=small)
         else:
             d.text((x0 + 4, y + 6), "n/a", fill=(120, 120, 120), font=small)
@@ -176,11 +178,13 @@ def write_report(
     """``name.md``, ``name.json`` (``{"title", "meta", "rows", "notes"}``) and ``name.png`` in
     ``out_dir``; returns their paths by kind."""
     out = Path(out_dir)
-    return {
-        "markdown": write_markdown(out / f"{name}.md", rows, title=title, columns=columns, headers=headers,
-                                   formats=formats, notes=notes),  # fmt: skip
-        "json": write_json(out / f"{name}.json", {"title": title, "meta": dict(meta or {}), "rows": list(rows),
-                                                  "notes": list(notes)}),  # fmt: skip
-        "png": bar_chart_png(out / f"{name}.png", rows, label=label, value=value, title=title, unit=unit,
-                             highlight=highlight),  # fmt: skip
-    }
+    md = write_markdown(
+        out / f"{name}.md", rows, title=title, columns=columns, headers=headers, formats=formats, notes=notes
+    )
+    js = write_json(
+        out / f"{name}.json", {"title": title, "meta": dict(meta or {}), "rows": list(rows), "notes": list(notes)}
+    )
+    png = bar_chart_png(
+        out / f"{name}.png", rows, label=label, value=value, title=title, unit=unit, highlight=highlight
+    )
+    return {"markdown": md, "json": js, "png": png}

@@ -42,7 +42,7 @@ class Usage:
         return asdict(self)
 
 
-class measure:  # noqa: N801 - used as a context manager, reads like a function
+class measure:  # a context manager that reads like a function
     """Context manager measuring wall time, process CPU time and GPU memory of its block.
 
     Args:
@@ -51,7 +51,7 @@ class measure:  # noqa: N801 - used as a context manager, reads like a function
         sample_s: interval of the device-memory sampler (0 disables it).
     """
 
-    def __init__(self, device: "torch.device | str | None" = None, *, sample_s: float = 0.01) -> None:
+    def __init__(self, device: torch.device | str | None = None, *, sample_s: float = 0.01) -> None:
         self.device = device
         self.sample_s = sample_s
         self.usage: Usage | None = None
@@ -60,7 +60,7 @@ class measure:  # noqa: N801 - used as a context manager, reads like a function
         self._peak_used = 0
         self._thread: threading.Thread | None = None
 
-    def __enter__(self) -> "measure":
+    def __enter__(self) -> measure:
         if self.device is not None:
             import torch
 

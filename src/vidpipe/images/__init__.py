@@ -24,14 +24,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
-    "load",
-    "ImageLoader",
-    "ImageBatch",
-    "SkippedImage",
-    "ImageDataset",
-    "list_images",
-    "EXTENSIONS",
     "DEFAULT_MAX_PIXELS",
+    "EXTENSIONS",
+    "ImageBatch",
+    "ImageDataset",
+    "ImageLoader",
+    "SkippedImage",
+    "list_images",
+    "load",
 ]
 
 _WHERE = {

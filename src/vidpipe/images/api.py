@@ -21,11 +21,11 @@ logger = logging.getLogger(__name__)
 def load(
     inputs: ImageInputs,
     *,
-    device: "str | torch.device" = "auto",
+    device: str | torch.device = "auto",
     batch_size: int = 64,
     size: tuple[int, int] | int | None = (416, 416),
     mode: str = "letterbox",
-    dtype: "str | torch.dtype" = "auto",
+    dtype: str | torch.dtype = "auto",
     decoder: str = "auto",
     num_threads: int | None = None,
     max_pixels: int = DEFAULT_MAX_PIXELS,
@@ -78,7 +78,13 @@ def load(
     check_range("batch_size", batch_size, low=1, integer=True)
     check_range("prefetch", prefetch, low=0, high=64, integer=True)
     cfg = image_config(
-        device=device, size=size, mode=mode, dtype=dtype, decoder=decoder, num_threads=num_threads, max_pixels=max_pixels
+        device=device,
+        size=size,
+        mode=mode,
+        dtype=dtype,
+        decoder=decoder,
+        num_threads=num_threads,
+        max_pixels=max_pixels,
     )
     paths = list_images(inputs, recursive=recursive)
     gpu, desc = resolve_decoder(cfg)

@@ -10,7 +10,7 @@ from vidpipe.types import FrameMeta, ModelInput
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["SkipReason", "SkippedImage", "ImageBatch", "ResizeMode"]
+__all__ = ["ImageBatch", "ResizeMode", "SkipReason", "SkippedImage"]
 
 ResizeMode = Literal["letterbox", "resize", "none"]
 
@@ -59,12 +59,12 @@ class ImageBatch:
         stream_id: the run's source number, copied into :attr:`frames`.
     """
 
-    data: "torch.Tensor | tuple[torch.Tensor, ...]"
+    data: torch.Tensor | tuple[torch.Tensor, ...]
     paths: tuple[str, ...]
     indices: tuple[int, ...]
     sizes: tuple[tuple[int, int], ...]
-    scale: "torch.Tensor"
-    pad: "torch.Tensor"
+    scale: torch.Tensor
+    pad: torch.Tensor
     skipped: tuple[SkippedImage, ...] = ()
     mode: ResizeMode = "letterbox"
     stream_id: int = 0
@@ -85,7 +85,7 @@ class ImageBatch:
         return len(self.paths)
 
     @property
-    def device(self) -> "torch.device":
+    def device(self) -> torch.device:
         return self.scale.device
 
     @property

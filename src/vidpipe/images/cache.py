@@ -17,7 +17,7 @@ __all__ = ["ImageCache", "default_cache_bytes"]
 logger = logging.getLogger(__name__)
 
 
-def default_cache_bytes(device: "torch.device") -> int:
+def default_cache_bytes(device: torch.device) -> int:
     """Half the free memory of a CUDA device, a quarter of the available RAM for the CPU."""
     import torch
 
@@ -39,12 +39,12 @@ class ImageCache:
     the device is short of memory). Thread-safe.
     """
 
-    def __init__(self, num_items: int, size: tuple[int, int], device: "torch.device", budget_bytes: int) -> None:
+    def __init__(self, num_items: int, size: tuple[int, int], device: torch.device, budget_bytes: int) -> None:
         self.item_bytes = 3 * size[0] * size[1]
         self.size = size
         self.device = device
         self.capacity = max(0, min(num_items, int(budget_bytes) // self.item_bytes))
-        self._storage: "torch.Tensor | None" = None
+        self._storage: torch.Tensor | None = None
         self._slot: dict[int, int] = {}
         self._meta: dict[int, tuple[tuple[int, int], tuple[float, float], tuple[float, float]]] = {}
         self._lock = threading.Lock()
@@ -65,7 +65,7 @@ class ImageCache:
         """``(source size (h, w), scale (sx, sy), pad (left, top))`` of a cached image."""
         return self._meta[index]
 
-    def get(self, indices: list[int]) -> "torch.Tensor":
+    def get(self, indices: list[int]) -> torch.Tensor:
         """``(len(indices), 3, H, W)`` uint8 on the device: one gather, no host transfer."""
         import torch
 
@@ -78,7 +78,7 @@ class ImageCache:
             torch.cuda.current_stream(self.device).wait_event(self._written)
         return storage.index_select(0, to_device(torch.tensor(slots, dtype=torch.int64), self.device))
 
-    def put(self, indices: list[int], images: "torch.Tensor", metas: list) -> int:
+    def put(self, indices: list[int], images: torch.Tensor, metas: list) -> int:
         """Store the rows of ``images`` ``(N, 3, H, W)`` uint8 under ``indices`` while room is
         left; ``metas`` as for :meth:`meta`. Returns how many were stored."""
         import torch

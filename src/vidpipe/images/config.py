@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from vidpipe.images.decode_gpu import GpuJpegDecoder
 
-__all__ = ["ImageConfig", "image_config", "resolve_decoder", "DEFAULT_MAX_PIXELS", "DTYPES", "DECODERS", "MODES"]
+__all__ = ["DECODERS", "DEFAULT_MAX_PIXELS", "DTYPES", "MODES", "ImageConfig", "image_config", "resolve_decoder"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,10 +35,10 @@ DecoderName = Literal["auto", "nvjpeg", "nvimgcodec", "cpu"]
 class ImageConfig:
     """Resolved options: a real device and dtype, a thread count, validated size and mode."""
 
-    device: "torch.device"
+    device: torch.device
     size: tuple[int, int] | None
     mode: str
-    dtype: "torch.dtype"
+    dtype: torch.dtype
     decoder: str
     num_threads: int
     max_pixels: int
@@ -46,10 +46,10 @@ class ImageConfig:
 
 def image_config(
     *,
-    device: "str | torch.device" = "auto",
+    device: str | torch.device = "auto",
     size: tuple[int, int] | int | None = (416, 416),
     mode: str = "letterbox",
-    dtype: "str | torch.dtype" = "auto",
+    dtype: str | torch.dtype = "auto",
     decoder: str = "auto",
     num_threads: int | None = None,
     max_pixels: int = DEFAULT_MAX_PIXELS,
@@ -95,7 +95,7 @@ def image_config(
     return ImageConfig(dev, size, mode, tdtype, decoder, int(num_threads), int(max_pixels))
 
 
-def resolve_decoder(cfg: ImageConfig) -> "tuple[GpuJpegDecoder | None, str]":
+def resolve_decoder(cfg: ImageConfig) -> tuple[GpuJpegDecoder | None, str]:
     """The batched GPU JPEG decoder to use (``None``: all decoding on CPU threads) and a
     description of the choice for logs and reports.
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+
 import torch
 from torch.utils.data import Dataset
 
@@ -59,8 +60,8 @@ class ImageDataset(Dataset):
         *,
         size: tuple[int, int] | int = (416, 416),
         mode: str = "letterbox",
-        device: "str | torch.device" = "auto",
-        dtype: "str | torch.dtype" = "auto",
+        device: str | torch.device = "auto",
+        dtype: str | torch.dtype = "auto",
         cache_bytes: int | str = "auto",
         decoder: str = "auto",
         num_threads: int | None = None,
@@ -156,7 +157,7 @@ class ImageDataset(Dataset):
             idx = list(range(n))
         return [i for i in idx if i not in self._skipped]
 
-    def preload(self, *, batch_size: int = 64, progress: Callable[[int, int], None] | None = None) -> "ImageDataset":
+    def preload(self, *, batch_size: int = 64, progress: Callable[[int, int], None] | None = None) -> ImageDataset:
         """Decode every file once, in order, filling the cache (up to its budget) and finding
         the bad files. ``progress(done, total)`` is called after each batch. Returns ``self``."""
         loader = self._loader(self.order(), batch_size=batch_size, prefetch=2)

@@ -18,7 +18,7 @@ from vidpipe.images.formats import ImageFormatError, JpegInfo
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["apply_orientation", "decode_cpu", "quiet_torchvision_deprecation", "DRAFT_MIN_PIXELS"]
+__all__ = ["DRAFT_MIN_PIXELS", "apply_orientation", "decode_cpu", "quiet_torchvision_deprecation"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def quiet_torchvision_deprecation() -> None:
     )
 
 
-def apply_orientation(img: "torch.Tensor", orientation: int) -> "torch.Tensor":
+def apply_orientation(img: torch.Tensor, orientation: int) -> torch.Tensor:
     """Apply EXIF orientation ``1..8`` to ``(..., H, W)`` (a view; works on any device).
 
     The result is how a viewer shows the photo (PIL's ``ImageOps.exif_transpose``): 2 mirror,
@@ -66,7 +66,7 @@ def decode_cpu(
     *,
     jpeg: JpegInfo | None = None,
     target: tuple[int, int] | None = None,
-) -> "torch.Tensor":
+) -> torch.Tensor:
     """Decode one image to ``(3, h, w)`` uint8 RGB on the CPU, EXIF orientation applied.
 
     Args:
@@ -86,7 +86,7 @@ def decode_cpu(
     return _decode_pil(data, fmt)
 
 
-def _decode_jpeg(data: bytearray | bytes, info: JpegInfo, target: tuple[int, int] | None) -> "torch.Tensor":
+def _decode_jpeg(data: bytearray | bytes, info: JpegInfo, target: tuple[int, int] | None) -> torch.Tensor:
     import torch
     from torchvision.io import ImageReadMode, decode_jpeg
 
@@ -107,7 +107,7 @@ def _decode_jpeg(data: bytearray | bytes, info: JpegInfo, target: tuple[int, int
     return apply_orientation(img, info.orientation)
 
 
-def _decode_jpeg_draft(data: bytearray | bytes, info: JpegInfo, target: tuple[int, int]) -> "torch.Tensor | None":
+def _decode_jpeg_draft(data: bytearray | bytes, info: JpegInfo, target: tuple[int, int]) -> torch.Tensor | None:
     """Decode at 1/2, 1/4 or 1/8 scale with libjpeg's DCT scaling (via PIL), keeping the result
     at least ``target`` in size. ``None`` when no reduction applies or PIL refuses the file."""
     from PIL import Image
@@ -125,7 +125,7 @@ def _decode_jpeg_draft(data: bytearray | bytes, info: JpegInfo, target: tuple[in
         return None
 
 
-def _decode_pil(data: bytearray | bytes, fmt: str, *, orientation: int | None = None) -> "torch.Tensor":
+def _decode_pil(data: bytearray | bytes, fmt: str, *, orientation: int | None = None) -> torch.Tensor:
     from PIL import Image, ImageOps
 
     try:
@@ -144,7 +144,7 @@ def _decode_pil(data: bytearray | bytes, fmt: str, *, orientation: int | None = 
         raise ImageFormatError(_kind_of(str(exc)), f"{fmt.upper()} decode failed: {_clean(exc)}") from exc
 
 
-def _pil_to_tensor(im, orientation: int) -> "torch.Tensor":
+def _pil_to_tensor(im, orientation: int) -> torch.Tensor:
     import numpy as np
     import torch
 

@@ -17,7 +17,7 @@ from vidpipe.errors import BackendUnavailableError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["GpuJpegDecoder", "NvjpegDecoder", "NvImgCodecDecoder", "make_gpu_decoder"]
+__all__ = ["GpuJpegDecoder", "NvImgCodecDecoder", "NvjpegDecoder", "make_gpu_decoder"]
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 class GpuJpegDecoder(Protocol):
     name: str
 
-    def decode(self, encoded: "list[torch.Tensor]") -> "list[torch.Tensor | Exception]": ...
+    def decode(self, encoded: list[torch.Tensor]) -> list[torch.Tensor | Exception]: ...
 
 
 class NvjpegDecoder:
@@ -34,7 +34,7 @@ class NvjpegDecoder:
 
     name = "nvjpeg"
 
-    def __init__(self, device: "torch.device") -> None:
+    def __init__(self, device: torch.device) -> None:
         from vidpipe.images.decode_cpu import quiet_torchvision_deprecation
 
         quiet_torchvision_deprecation()
@@ -45,7 +45,7 @@ class NvjpegDecoder:
 
         return decode_jpeg(encoded, mode=ImageReadMode.RGB, device=self.device)
 
-    def decode(self, encoded: "list[torch.Tensor]") -> "list[torch.Tensor | Exception]":
+    def decode(self, encoded: list[torch.Tensor]) -> list[torch.Tensor | Exception]:
         try:
             return list(self._call(encoded))
         except RuntimeError as exc:
@@ -67,7 +67,7 @@ class NvImgCodecDecoder:
 
     name = "nvimgcodec"
 
-    def __init__(self, device: "torch.device") -> None:
+    def __init__(self, device: torch.device) -> None:
         from vidpipe._lazy import optional_import
 
         nvimgcodec = optional_import(
@@ -84,7 +84,7 @@ class NvImgCodecDecoder:
         except TypeError:  # older releases take fewer keywords
             self._params = nvimgcodec.DecodeParams(apply_exif_orientation=False)
 
-    def decode(self, encoded: "list[torch.Tensor]") -> "list[torch.Tensor | Exception]":
+    def decode(self, encoded: list[torch.Tensor]) -> list[torch.Tensor | Exception]:
         import torch
 
         from vidpipe.errors import DecodeError
@@ -114,7 +114,7 @@ class NvImgCodecDecoder:
 _DECODERS = {"nvjpeg": NvjpegDecoder, "nvimgcodec": NvImgCodecDecoder}
 
 
-def make_gpu_decoder(name: str, device: "torch.device") -> GpuJpegDecoder:
+def make_gpu_decoder(name: str, device: torch.device) -> GpuJpegDecoder:
     """Build and probe a GPU JPEG decoder on ``device`` (decodes a tiny JPEG once).
 
     Raises :class:`BackendUnavailableError` naming the reason when it cannot decode here
@@ -132,7 +132,7 @@ def make_gpu_decoder(name: str, device: "torch.device") -> GpuJpegDecoder:
             raise RuntimeError(f"probe decoded to {tuple(out.shape)} on {out.device}, expected (3, 16, 24) on {device}")
     except BackendUnavailableError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any failure here means "not usable on this machine"
+    except Exception as exc:
         raise BackendUnavailableError(
             f"GPU JPEG decoder {name!r} does not work on {device}: {type(exc).__name__}: {exc}"
         ) from exc

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 __all__ = [
     "EXTENSIONS",
     "SUPPORTED_FORMATS",
-    "JpegInfo",
     "ImageFormatError",
-    "sniff",
+    "JpegInfo",
     "describe_unknown",
-    "parse_jpeg_header",
     "parse_exif_orientation",
+    "parse_jpeg_header",
+    "sniff",
 ]
 
 #: File extensions (lower case) picked up when listing folders and globs.

@@ -7,17 +7,16 @@ import logging
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Union
 
 from vidpipe.errors import SourceError
 from vidpipe.images.formats import EXTENSIONS
 
-__all__ = ["ImageInputs", "list_images", "has_image_extension"]
+__all__ = ["ImageInputs", "has_image_extension", "list_images"]
 
 logger = logging.getLogger(__name__)
 
 #: What :func:`list_images` accepts: one path-like or a sequence of them.
-ImageInputs = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
+ImageInputs = str | os.PathLike | Sequence[str | os.PathLike]
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -85,20 +84,14 @@ def _walk(root: str, recursive: bool) -> list[str]:
         for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
             seen.add(os.path.realpath(dirpath))
             dirnames[:] = [
-                d
-                for d in dirnames
-                if not d.startswith(".") and os.path.realpath(os.path.join(dirpath, d)) not in seen
+                d for d in dirnames if not d.startswith(".") and os.path.realpath(os.path.join(dirpath, d)) not in seen
             ]
             files.extend(
                 os.path.join(dirpath, f) for f in filenames if not f.startswith(".") and has_image_extension(f)
             )
     else:
         with os.scandir(root) as it:
-            files = [
-                e.path
-                for e in it
-                if not e.name.startswith(".") and has_image_extension(e.name) and e.is_file()
-            ]
+            files = [e.path for e in it if not e.name.startswith(".") and has_image_extension(e.name) and e.is_file()]
     # Sort by path components so "a/b.jpg" and "a.b/c.jpg" order the same on every platform.
     files.sort(key=lambda p: Path(p).parts)
     return files

@@ -56,7 +56,7 @@ class LoaderStats:
     def decoded(self) -> int:
         return self.decoded_gpu + self.decoded_cpu
 
-    def add(self, other: "LoaderStats") -> None:
+    def add(self, other: LoaderStats) -> None:
         """Accumulate ``other`` into these counters."""
         for f in fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
@@ -82,13 +82,13 @@ class ImageLoader:
     def __init__(
         self,
         paths: Sequence[str],
-        cfg: "ImageConfig",
+        cfg: ImageConfig,
         *,
         batch_size: int,
-        gpu_decoder: "GpuJpegDecoder | None",
+        gpu_decoder: GpuJpegDecoder | None,
         decoder_desc: str,
         order: Sequence[int] | None = None,
-        cache: "ImageCache | None" = None,
+        cache: ImageCache | None = None,
         prefetch: int = 2,
         stream_id: int = 0,
         on_skip: Callable[[SkippedImage], None] | None = None,
@@ -164,10 +164,8 @@ class ImageLoader:
                 s.images, s.skipped, s.seconds, s.decoded_gpu, s.decoded_cpu, s.cache_hits, self.decoder,
             )  # fmt: skip
 
-    def _assemble(self, chunk: list, carried: list[SkippedImage]) -> "tuple[ImageBatch | None, list[SkippedImage]]":
+    def _assemble(self, chunk: list, carried: list[SkippedImage]) -> tuple[ImageBatch | None, list[SkippedImage]]:
         """Decode, orient and resize one chunk of read results (listing order kept)."""
-        import torch
-
         cfg, cache, stats = self.cfg, self._cache, self.stats
         skipped = [r for r in chunk if isinstance(r, SkippedImage)]
         fresh: dict[int, torch.Tensor] = {}
@@ -234,7 +232,9 @@ class ImageLoader:
         scale = torch.empty((len(rows), 2), dtype=torch.float32)
         pad = torch.empty((len(rows), 2), dtype=torch.float32)
         if new:
-            canv, sc, pd = resize_images(imgs, sizes, size=cfg.size, mode=cfg.mode, dtype=torch.uint8, device=cfg.device)
+            canv, sc, pd = resize_images(
+                imgs, sizes, size=cfg.size, mode=cfg.mode, dtype=torch.uint8, device=cfg.device
+            )
             metas = [(s, tuple(a.tolist()), tuple(b.tolist())) for s, a, b in zip(sizes, sc, pd)]
             cache.put([r[0] for r in new], canv, metas)
             at = [k for k, r in enumerate(rows) if not r[3]]
@@ -270,7 +270,7 @@ class ImageLoader:
             event, _ = self._held.popleft()
             event.synchronize()
 
-    def _cpu_fallback(self, p: Prepared, error: Exception, skipped: list[SkippedImage]) -> "torch.Tensor | None":
+    def _cpu_fallback(self, p: Prepared, error: Exception, skipped: list[SkippedImage]) -> torch.Tensor | None:
         """Decode on the CPU a JPEG the GPU decoder refused; record a skip if that fails too."""
         self.stats.gpu_fallbacks += 1
         try:

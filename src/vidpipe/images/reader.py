@@ -26,7 +26,7 @@ from vidpipe.images.listing import has_image_extension
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Prepared", "ReadOptions", "read_image", "ReadAhead", "MAX_FILE_BYTES"]
+__all__ = ["MAX_FILE_BYTES", "Prepared", "ReadAhead", "ReadOptions", "read_image"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +62,8 @@ class Prepared:
     path: str
     format: str
     size: tuple[int, int]
-    encoded: "torch.Tensor | None" = None
-    image: "torch.Tensor | None" = None
+    encoded: torch.Tensor | None = None
+    image: torch.Tensor | None = None
     jpeg: JpegInfo | None = None
     mislabelled: bool = False
 
@@ -145,7 +145,7 @@ def _pil_size(buf: bytearray, fmt: str) -> tuple[int, int]:
             return im.size
     except Image.DecompressionBombError as exc:
         raise ImageFormatError("too_large", f"PIL refuses it as a decompression bomb: {exc}") from exc
-    except Exception as exc:  # noqa: BLE001 - PIL raises many types for broken headers
+    except Exception as exc:
         kind = "truncated" if "truncat" in str(exc).lower() else "corrupt"
         raise ImageFormatError(kind, f"{fmt.upper()} header unreadable: {exc}") from exc
 

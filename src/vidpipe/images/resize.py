@@ -16,21 +16,21 @@ from vidpipe.ops.letterbox import PAD_VALUE, letterbox_geometry
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["resize_images", "to_dtype", "PAD_VALUE_U8"]
+__all__ = ["PAD_VALUE_U8", "resize_images", "to_dtype"]
 
 #: Letterbox grey in uint8 (PAD_VALUE * 255, rounded).
 PAD_VALUE_U8 = round(PAD_VALUE * 255)
 
 
 def resize_images(
-    images: "list[torch.Tensor]",
+    images: list[torch.Tensor],
     src_sizes: list[tuple[int, int]],
     *,
     size: tuple[int, int] | None,
     mode: str,
-    dtype: "torch.dtype",
-    device: "torch.device",
-) -> "tuple[torch.Tensor | tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]":
+    dtype: torch.dtype,
+    device: torch.device,
+) -> tuple[torch.Tensor | tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]:
     """Resize ``images`` into a batch.
 
     Args:
@@ -94,7 +94,7 @@ def resize_images(
     return out, torch.tensor(scales, dtype=torch.float32), torch.tensor(pads, dtype=torch.float32)
 
 
-def _interpolate(x: "torch.Tensor", hw: tuple[int, int], dtype: "torch.dtype") -> "torch.Tensor":
+def _interpolate(x: torch.Tensor, hw: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
     """``(N, 3, h, w)`` uint8 -> ``(N, 3, *hw)`` of ``dtype`` (bilinear, antialiased when shrinking)."""
     import torch
     import torch.nn.functional as F
@@ -113,7 +113,7 @@ def _interpolate(x: "torch.Tensor", hw: tuple[int, int], dtype: "torch.dtype") -
     return r.round_().clamp_(0, 255).to(torch.uint8)
 
 
-def to_dtype(x: "torch.Tensor", dtype: "torch.dtype") -> "torch.Tensor":
+def to_dtype(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """uint8 0..255 -> ``dtype``: floats scaled to [0, 1], uint8 unchanged."""
     import torch
 

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
 __all__ = ["to_device"]
 
 
-def to_device(t: "torch.Tensor", device: "torch.device") -> "torch.Tensor":
+def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     """``t`` (CPU) on ``device``. For CUDA the copy goes through pinned memory and is queued
     (``non_blocking``) on the current stream: a plain ``.to("cuda")`` from pageable memory waits
     until the stream has drained, which would serialise the loader with the caller's GPU work.
