@@ -107,6 +107,8 @@ class ImageDataset(Dataset):
         for i in idx:
             if not 0 <= i < n:
                 raise IndexError(f"ImageDataset index {i} out of range for {n} files")
+        if not idx:
+            return []
         bad = [self._skipped[i] for i in idx if i in self._skipped]
         if not bad:
             loader = self._loader(idx, batch_size=max(1, len(idx)), prefetch=0)

@@ -18,7 +18,7 @@ from vidpipe.images.formats import ImageFormatError, JpegInfo
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["DRAFT_MIN_PIXELS", "apply_orientation", "decode_cpu", "quiet_torchvision_deprecation"]
+__all__ = ["DRAFT_MIN_PIXELS", "apply_orientation", "decode_cpu", "error_text", "quiet_torchvision_deprecation"]
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def _decode_jpeg(data: bytearray | bytes, info: JpegInfo, target: tuple[int, int
         try:
             return _decode_pil(data, "jpeg", orientation=info.orientation)
         except ImageFormatError:
-            raise ImageFormatError(_kind_of(str(exc)), f"JPEG decode failed: {_clean(exc)}") from exc
+            raise ImageFormatError(_kind_of(str(exc)), f"JPEG decode failed: {error_text(exc)}") from exc
     return apply_orientation(img, info.orientation)
 
 
@@ -141,7 +141,7 @@ def _decode_pil(data: bytearray | bytes, fmt: str, *, orientation: int | None = 
     except Image.DecompressionBombError as exc:
         raise ImageFormatError("too_large", f"PIL refuses it as a decompression bomb: {exc}") from exc
     except (OSError, SyntaxError, ValueError, EOFError, struct.error) as exc:
-        raise ImageFormatError(_kind_of(str(exc)), f"{fmt.upper()} decode failed: {_clean(exc)}") from exc
+        raise ImageFormatError(_kind_of(str(exc)), f"{fmt.upper()} decode failed: {error_text(exc)}") from exc
 
 
 def _pil_to_tensor(im, orientation: int) -> torch.Tensor:
@@ -170,7 +170,7 @@ def _kind_of(message: str) -> str:
     return "corrupt"
 
 
-def _clean(exc: BaseException) -> str:
+def error_text(exc: BaseException) -> str:
     """One line of an exception's message, without C++ source locations."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if ".cpp:" in text and ", " in text:

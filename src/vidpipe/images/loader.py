@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 from vidpipe.images.batch import ImageBatch, SkippedImage
-from vidpipe.images.decode_cpu import _clean, apply_orientation, decode_cpu, quiet_torchvision_deprecation
+from vidpipe.images.decode_cpu import apply_orientation, decode_cpu, error_text, quiet_torchvision_deprecation
 from vidpipe.images.formats import ImageFormatError
 from vidpipe.images.reader import Prepared, ReadAhead, ReadOptions, read_image
 from vidpipe.images.resize import resize_images, to_dtype
@@ -277,11 +277,11 @@ class ImageLoader:
             img = decode_cpu(bytearray(p.encoded.numpy().tobytes()), "jpeg", jpeg=p.jpeg)
         except ImageFormatError as exc:
             skipped.append(
-                SkippedImage(p.path, p.index, exc.kind, f"{exc} (GPU decoder: {_clean(error)})")  # type: ignore[arg-type]
+                SkippedImage(p.path, p.index, exc.kind, f"{exc} (GPU decoder: {error_text(error)})")  # type: ignore[arg-type]
             )
             return None
         self.stats.decoded_cpu += 1
-        logger.debug("%s: GPU decoder failed (%s), decoded on the CPU", p.path, _clean(error))
+        logger.debug("%s: GPU decoder failed (%s), decoded on the CPU", p.path, error_text(error))
         return img
 
     def _record(self, skipped: list[SkippedImage]) -> None:
