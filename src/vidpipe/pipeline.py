@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from vidpipe._validate import check_choice, check_range
 from vidpipe.decode.base import DECODER_NAMES, DecodeOptions
 from vidpipe.errors import VidpipeError
+from vidpipe.stats import PipelineStats
 from vidpipe.types import FrameResult, ModelInput
 
 if TYPE_CHECKING:
@@ -148,9 +149,7 @@ class DetectionRun:
         self._closed = False
         self.started_at: float | None = None
         self.finished_at: float | None = None
-        self.frames = 0
-        self.detections = 0
-        self.d2h_bytes = 0
+        self.stats = PipelineStats(self.device)
         self.batch_size = config.batch_size
 
     # ------------------------------------------------------------------ workers
@@ -174,7 +173,7 @@ class DetectionRun:
             state.status = "running"
             try:
                 for chunk_inp, ready in produce_chunks(
-                    state, detector=self.detector, config=self.config, stop=self._stop
+                    state, detector=self.detector, config=self.config, stop=self._stop, stats=self.stats
                 ):
                     if not self._put(_Chunk(state.stream_id, chunk_inp, ready)):
                         break
@@ -196,6 +195,7 @@ class DetectionRun:
     def _start(self) -> None:
         self._started = True
         self.started_at = time.perf_counter()
+        self.stats.start()
         for state in self.states:
             t = threading.Thread(
                 target=self._run_source, args=(state,), name=f"vidpipe-src{state.stream_id}", daemon=True
@@ -265,20 +265,27 @@ class DetectionRun:
                     cur.wait_event(c.ready)
                 c.inp.tensor.record_stream(cur)
         inp = concat_inputs([c.inp for c in chunks])
-        dets = self._detect_with_backoff(inp, torch)
+        n = len(inp)
+        if self.device.type == "cuda":
+            timer = self.stats.time_gpu("infer", n, torch.cuda.current_stream(self.device))
+        else:
+            timer = self.stats.time("infer", n)
+        with timer:
+            dets = self._detect_with_backoff(inp, torch)
         if self.config.results_on_host and dets.device.type != "cpu":
-            self.d2h_bytes += sum(
-                t.numel() * t.element_size() for t in (dets.boxes, dets.scores, dets.class_ids, dets.frame)
-            )
-            dets = dets.cpu()
-        per_frame = dets.split(len(inp))
+            with self.stats.time("d2h", n):
+                self.stats.d2h_bytes += sum(
+                    t.numel() * t.element_size() for t in (dets.boxes, dets.scores, dets.class_ids, dets.frame)
+                )
+                dets = dets.cpu()
+        per_frame = dets.split(n)
         names = tuple(self.detector.names)
+        self.stats.frames += n
+        self.stats.detections += len(dets)
         for meta, d in zip(inp.frames, per_frame):
             st = self.states[meta.stream_id]
             st.frames += 1
             st.detections += len(d)
-            self.frames += 1
-            self.detections += len(d)
             yield FrameResult(meta=meta, detections=d, names=names)
 
     def _detect_with_backoff(self, inp: ModelInput, torch: Any):
@@ -367,23 +374,25 @@ class DetectionRun:
             "postprocess": self.device.type,
         }
         seconds = self.seconds
-        stats = {
-            "d2h_bytes": self.d2h_bytes,
-            "d2h_bytes_per_frame": (self.d2h_bytes / self.frames) if self.frames else 0.0,
-            "batch_size": self.batch_size,
-        }
+        frames = self.stats.frames
+        stats = {**self.get_stats(), "batch_size": self.batch_size}
         return RunSummary(
             sources=tuple(sources),
-            frames=self.frames,
-            detections=self.detections,
+            frames=frames,
+            detections=self.stats.detections,
             seconds=seconds,
-            fps=self.frames / seconds if seconds > 0 else 0.0,
+            fps=frames / seconds if seconds > 0 else 0.0,
             device=str(self.device),
             model=info.name,
             backends=backends,
             outputs=tuple(outputs),
             stats=stats,
         )
+
+    def get_stats(self) -> dict[str, Any]:
+        """Live statistics: fps, per-stage ms per frame, CPU %, GPU memory, NVDEC/GPU utilisation,
+        device->host bytes per frame (see :class:`vidpipe.stats.PipelineStats`)."""
+        return self.stats.snapshot()
 
     @property
     def seconds(self) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from vidpipe.types import ModelInput
 if TYPE_CHECKING:
     from vidpipe.models.detector import Detector
     from vidpipe.pipeline import PipelineConfig, SourceState
+    from vidpipe.stats import PipelineStats
 
 logger = logging.getLogger(__name__)
 
@@ -48,19 +50,25 @@ def produce_chunks(
     detector: "Detector",
     config: "PipelineConfig",
     stop: threading.Event,
+    stats: "PipelineStats",
 ) -> Iterator[tuple[ModelInput, Any]]:
     """Yield ``(ModelInput, ready_event)`` chunks for ``state.spec`` until done or ``stop``."""
     kind = state.spec.kind
     if kind in ("file", "live"):
-        yield from _video_chunks(state, detector=detector, config=config, stop=stop)
+        yield from _video_chunks(state, detector=detector, config=config, stop=stop, stats=stats)
     elif kind == "images":
-        yield from _image_chunks(state, detector=detector, config=config, stop=stop)
+        yield from _image_chunks(state, detector=detector, config=config, stop=stop, stats=stats)
     else:  # pragma: no cover - SourceSpec validates kind
         raise ValueError(f"unknown source kind {kind!r}")
 
 
 def _video_chunks(
-    state: "SourceState", *, detector: "Detector", config: "PipelineConfig", stop: threading.Event
+    state: "SourceState",
+    *,
+    detector: "Detector",
+    config: "PipelineConfig",
+    stop: threading.Event,
+    stats: "PipelineStats",
 ) -> Iterator[tuple[ModelInput, Any]]:
     from vidpipe.decode.registry import open_decoder
     from vidpipe.ops.letterbox import canvas_size
@@ -85,12 +93,16 @@ def _video_chunks(
             # Decode inside the stream scope too: a decoder that uploads (PyAV -> CUDA) or copies
             # (NVDEC) queues that work on the current stream, which must be the worker's.
             with scope:
+                t0 = time.perf_counter()
                 fb = next(batches, None)
                 if fb is None:
                     break
+                t1 = time.perf_counter()
                 size = canvas_size(fb.height, fb.width, detector.input_size, stride=info.stride, mode=mode)
                 inp = preprocess(fb, size=size, dtype=detector.dtype, device=device)
                 ready = _ready_event(stream)
+                stats.add("decode", t1 - t0, len(fb))
+                stats.add("preprocess", time.perf_counter() - t1, len(fb))
             yield inp, ready
         if dec.error is not None:
             state.status = "partial"
