@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import make_loader
 from imgfactory import bad_files, encode, pattern, write
+from imgtools import make_loader, routes
 
 
+@routes
 def test_bad_files_skipped_with_reasons_rest_in_order(route, tmp_path):
     folder = tmp_path / "mixed"
     expected = bad_files(folder)
@@ -36,6 +37,7 @@ def test_bad_files_skipped_with_reasons_rest_in_order(route, tmp_path):
     assert loader.stats.images == 4 and loader.stats.skipped == len(expected) + 1
 
 
+@routes
 def test_only_bad_files_yields_no_batch(route, tmp_path):
     expected = bad_files(tmp_path / "bad")
     loader = make_loader(route, tmp_path / "bad", batch_size=4)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import make_loader
 from imgfactory import encode, pattern, reference, write
+from imgtools import make_loader, routes
 
 
 def _native(route, paths):
@@ -27,6 +27,7 @@ def _close(got: np.ndarray, want: np.ndarray, tol: float = 2.0) -> None:
     assert diff < tol, f"mean abs diff {diff:.2f}"
 
 
+@routes
 def test_exif_orientation_all_eight(route, tmp_path):
     data = {o: encode(pattern(40, 64, seed=1), orientation=o) for o in range(1, 9)}
     paths = [write(tmp_path / f"o{o}.jpg", d) for o, d in data.items()]
@@ -46,6 +47,7 @@ def test_orientation_mistake_would_be_caught(tmp_path):
     assert np.abs(a.astype(int) - b.astype(int)).mean() > 20
 
 
+@routes
 def test_grey_and_cmyk_jpegs_become_rgb(route, tmp_path):
     grey = encode(pattern(40, 50), mode="L")
     cmyk = encode(pattern(40, 50, seed=2), mode="CMYK")
@@ -89,6 +91,7 @@ def test_png_with_exif_orientation_and_16_bit(tmp_path):
     np.testing.assert_array_equal(deep[..., 0], want)
 
 
+@routes
 def test_mislabelled_png_named_jpg_is_decoded_as_png(route, tmp_path):
     data = encode(pattern(30, 40, seed=6), "PNG")
     loader = make_loader(route, [str(write(tmp_path / "really_a_png.jpg", data))], mode="none", dtype="uint8")

@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from imgtools import jpeg_folder
 
 from vidpipe.errors import SourceError
 from vidpipe.images import list_images
@@ -12,21 +13,23 @@ def _names(paths, root):
     return [os.path.relpath(p, root) for p in paths]
 
 
-def test_folder_recursive_sorted_case_insensitive(jpeg_folder):
-    (jpeg_folder / "notes.txt").write_text("not listed")
-    (jpeg_folder / ".hidden.jpg").write_bytes(b"x")
-    (jpeg_folder / ".git").mkdir()
-    (jpeg_folder / ".git" / "x.jpg").write_bytes(b"x")
-    assert _names(list_images(jpeg_folder), jpeg_folder) == ["a.jpg", "b.JPG", "c.jpeg", "sub/d.jpg", "sub/e.jpg"]
-    assert _names(list_images(jpeg_folder, recursive=False), jpeg_folder) == ["a.jpg", "b.JPG", "c.jpeg"]
+def test_folder_recursive_sorted_case_insensitive(tmp_path):
+    folder = jpeg_folder(tmp_path)
+    (folder / "notes.txt").write_text("not listed")
+    (folder / ".hidden.jpg").write_bytes(b"x")
+    (folder / ".git").mkdir()
+    (folder / ".git" / "x.jpg").write_bytes(b"x")
+    assert _names(list_images(folder), folder) == ["a.jpg", "b.JPG", "c.jpeg", "sub/d.jpg", "sub/e.jpg"]
+    assert _names(list_images(folder, recursive=False), folder) == ["a.jpg", "b.JPG", "c.jpeg"]
 
 
-def test_glob_and_list(jpeg_folder):
-    got = list_images(str(jpeg_folder / "**" / "*.jpg"))
-    assert _names(got, jpeg_folder) == ["a.jpg", "sub/d.jpg", "sub/e.jpg"]
-    listed = [jpeg_folder / "sub" / "e.jpg", jpeg_folder / "a.jpg", jpeg_folder / "gone.jpg"]
+def test_glob_and_list(tmp_path):
+    folder = jpeg_folder(tmp_path)
+    got = list_images(str(folder / "**" / "*.jpg"))
+    assert _names(got, folder) == ["a.jpg", "sub/d.jpg", "sub/e.jpg"]
+    listed = [folder / "sub" / "e.jpg", folder / "a.jpg", folder / "gone.jpg"]
     # A list keeps its order, and a missing file in it is kept (skipped and reported on read).
-    assert _names(list_images(listed), jpeg_folder) == ["sub/e.jpg", "a.jpg", "gone.jpg"]
+    assert _names(list_images(listed), folder) == ["sub/e.jpg", "a.jpg", "gone.jpg"]
 
 
 def test_explicit_file_with_any_extension_is_kept(tmp_path):
@@ -47,6 +50,7 @@ def test_user_errors_raise_source_error(tmp_path, kind):
     assert str(tmp_path) in str(e.value)
 
 
-def test_symlink_loop_does_not_hang(jpeg_folder):
-    os.symlink(jpeg_folder, jpeg_folder / "sub" / "loop")
-    assert len(list_images(jpeg_folder)) == 5
+def test_symlink_loop_does_not_hang(tmp_path):
+    folder = jpeg_folder(tmp_path)
+    os.symlink(folder, folder / "sub" / "loop")
+    assert len(list_images(folder)) == 5

@@ -7,19 +7,21 @@ import time
 
 import pytest
 import torch
-from conftest import make_loader
+from imgtools import jpeg_folder, make_loader, routes
 
 import vidpipe.images as vi
 from vidpipe.errors import ConfigError
 from vidpipe.types import ModelInput
 
 
-def test_batches_in_listing_order_with_metadata(route, jpeg_folder):
-    loader = make_loader(route, jpeg_folder, batch_size=2, size=(32, 48))
+@routes
+def test_batches_in_listing_order_with_metadata(route, tmp_path):
+    folder = jpeg_folder(tmp_path)
+    loader = make_loader(route, folder, batch_size=2, size=(32, 48))
     batches = list(loader)
     assert [len(b) for b in batches] == [2, 2, 1]
     assert [i for b in batches for i in b.indices] == [0, 1, 2, 3, 4]
-    assert [p for b in batches for p in b.paths] == vi.list_images(jpeg_folder)
+    assert [p for b in batches for p in b.paths] == vi.list_images(folder)
     assert [s for b in batches for s in b.sizes] == [(48, 64), (64, 48), (30, 90), (50, 50), (40, 60)]
     b = batches[0]
     assert b.data.shape == (2, 3, 32, 48) and b.data.dtype in (torch.float16, torch.float32)
@@ -27,28 +29,31 @@ def test_batches_in_listing_order_with_metadata(route, jpeg_folder):
     assert loader.total == 5 and loader.stats.images == 5 and not loader.skipped
 
 
-def test_to_model_input_frames(jpeg_folder):
-    (batch,) = list(vi.load(jpeg_folder, device="cpu", batch_size=8, size=64, stream_id=3))
+def test_to_model_input_frames(tmp_path):
+    folder = jpeg_folder(tmp_path)
+    (batch,) = list(vi.load(folder, device="cpu", batch_size=8, size=64, stream_id=3))
     mi = batch.to_model_input()
     assert isinstance(mi, ModelInput) and mi.tensor is batch.data and mi.scale.shape == (5,)
     f = mi.frames[2]
     assert (f.source, f.stream_id, f.index, f.pts, f.height, f.width) == (batch.paths[2], 3, 2, None, 30, 90)
     assert mi.scale[2].item() == pytest.approx(64 / 90) and mi.pad[2].tolist() == pytest.approx([0.0, 21.0])
     with pytest.raises(ConfigError, match="letterbox"):
-        next(iter(vi.load(jpeg_folder, device="cpu", mode="resize"))).to_model_input()
+        next(iter(vi.load(folder, device="cpu", mode="resize"))).to_model_input()
 
 
-def test_uint8_and_prefetch_zero_give_the_same_pixels(jpeg_folder):
-    a = torch.cat([b.data for b in vi.load(jpeg_folder, device="cpu", dtype="uint8", prefetch=0, batch_size=2)])
-    b = torch.cat([b.data for b in vi.load(jpeg_folder, device="cpu", dtype="uint8", prefetch=3, batch_size=5)])
-    f = torch.cat([b.data for b in vi.load(jpeg_folder, device="cpu", dtype=torch.float32)])
+def test_uint8_and_prefetch_zero_give_the_same_pixels(tmp_path):
+    folder = jpeg_folder(tmp_path)
+    a = torch.cat([b.data for b in vi.load(folder, device="cpu", dtype="uint8", prefetch=0, batch_size=2)])
+    b = torch.cat([b.data for b in vi.load(folder, device="cpu", dtype="uint8", prefetch=3, batch_size=5)])
+    f = torch.cat([b.data for b in vi.load(folder, device="cpu", dtype=torch.float32)])
     assert a.dtype == torch.uint8 and torch.equal(a, b)
     assert (a.float() / 255 - f).abs().max() <= 0.5 / 255 + 1e-6
 
 
-def test_breaking_out_stops_the_threads(jpeg_folder):
+def test_breaking_out_stops_the_threads(tmp_path):
+    folder = jpeg_folder(tmp_path)
     before = threading.active_count()
-    loader = vi.load(jpeg_folder, device="cpu", batch_size=1, prefetch=1, num_threads=4)
+    loader = vi.load(folder, device="cpu", batch_size=1, prefetch=1, num_threads=4)
     for _ in loader:
         break
     deadline = time.monotonic() + 5
@@ -58,7 +63,8 @@ def test_breaking_out_stops_the_threads(jpeg_folder):
     assert sum(len(b) for b in loader) == 5  # a loader can be iterated again
 
 
-def test_errors_in_the_producer_reach_the_consumer(jpeg_folder, monkeypatch):
+def test_errors_in_the_producer_reach_the_consumer(tmp_path, monkeypatch):
+    folder = jpeg_folder(tmp_path)
     from vidpipe.images import loader as loader_mod
 
     def boom(*a, **k):
@@ -66,7 +72,7 @@ def test_errors_in_the_producer_reach_the_consumer(jpeg_folder, monkeypatch):
 
     monkeypatch.setattr(loader_mod, "resize_images", boom)
     with pytest.raises(RuntimeError, match="resize exploded"):
-        list(vi.load(jpeg_folder, device="cpu"))
+        list(vi.load(folder, device="cpu"))
 
 
 @pytest.mark.parametrize(
@@ -81,12 +87,14 @@ def test_errors_in_the_producer_reach_the_consumer(jpeg_folder, monkeypatch):
         ({"device": "tpu"}, "device"),
     ],
 )
-def test_invalid_options_raise_config_error(jpeg_folder, kwargs, match):
+def test_invalid_options_raise_config_error(tmp_path, kwargs, match):
+    folder = jpeg_folder(tmp_path)
     with pytest.raises(ConfigError, match=match):
-        vi.load(jpeg_folder, **{"device": "cpu", **kwargs})
+        vi.load(folder, **{"device": "cpu", **kwargs})
 
 
-def test_native_size_mode(jpeg_folder):
-    (batch,) = list(vi.load(jpeg_folder, device="cpu", mode="none", batch_size=8))
+def test_native_size_mode(tmp_path):
+    folder = jpeg_folder(tmp_path)
+    (batch,) = list(vi.load(folder, device="cpu", mode="none", batch_size=8))
     assert [tuple(t.shape[1:]) for t in batch.data] == list(batch.sizes)
     assert "native" in repr(batch)
