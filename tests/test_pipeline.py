@@ -132,3 +132,24 @@ def test_invalid_options_raise_config_errors(make_clip, kwargs, words):
         vidpipe.detect(clip.path, **kwargs)
     assert isinstance(err.value, ValueError)
     assert words in str(err.value)
+
+
+def test_image_folder_rows_per_image_and_bad_files_skipped(tmp_path):
+    import shutil
+
+    from conftest import DATA_DIR
+
+    for name in ("dog.jpg", "person.jpg"):
+        shutil.copy(DATA_DIR / "images" / name, tmp_path / name)
+    (tmp_path / "broken.jpg").write_bytes((DATA_DIR / "images" / "dog.jpg").read_bytes()[:2000])
+    (tmp_path / "notes.jpg").write_text("not an image")
+    run = vidpipe.detect(tmp_path, device="cpu")
+    labels = {r.source.rsplit("/", 1)[-1]: set(r.labels()) for r in run}
+    assert {"dog", "bicycle"} <= labels["dog.jpg"]
+    assert {"person", "horse"} <= labels["person.jpg"]
+    summary = run.summary()
+    skipped = {s["path"].rsplit("/", 1)[-1]: s["reason"] for s in summary.skipped}
+    assert skipped.get("notes.jpg") == "not_image"
+    # A truncated JPEG is either decoded with its missing part grey (libjpeg's behaviour) or skipped.
+    assert "broken.jpg" in skipped or "broken.jpg" in labels
+    assert summary.sources[0].status == "ok"

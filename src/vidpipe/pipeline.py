@@ -386,6 +386,9 @@ class DetectionRun:
             model=info.name,
             backends=backends,
             outputs=tuple(outputs),
+            skipped=tuple(
+                {"source": st.spec.location, **item} for st in self.states for item in st.extra.get("skipped", ())
+            ),
             stats=stats,
         )
 

@@ -8,6 +8,7 @@ decoding and preprocessing overlap with inference.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -120,3 +121,51 @@ def _expected_frames(info: Any, config: "PipelineConfig") -> int | None:
     hi = min(n, int(config.end * fps)) if (config.end is not None and fps) else n
     kept = max(0, -(-(hi - lo) // config.frame_skip))
     return min(kept, config.max_frames) if config.max_frames else kept
+
+
+def _image_chunks(
+    state: "SourceState",
+    *,
+    detector: "Detector",
+    config: "PipelineConfig",
+    stop: threading.Event,
+    stats: "PipelineStats",
+) -> Iterator[tuple[ModelInput, Any]]:
+    """Images of a folder, glob or file: batched (nvJPEG on CUDA), letterboxed on the device.
+
+    Unreadable files are skipped and listed in ``state.extra["skipped"]`` (the run summary and
+    the output metadata carry them); they never stop the source.
+    """
+    import vidpipe.images as vi
+
+    device = detector.device
+    stream, scope = _stream_scope(device)
+    loader = vi.load(
+        state.spec.location,
+        device=device,
+        batch_size=config.batch_size,
+        size=detector.input_size,
+        mode="letterbox",
+        dtype=detector.dtype,
+        stream_id=state.stream_id,
+    )
+    state.decoder = loader.decoder
+    state.expected_frames = loader.total
+    batches = iter(loader)
+    try:
+        while not stop.is_set():
+            with scope:
+                t0 = time.perf_counter()
+                batch = next(batches, None)
+                if batch is None:
+                    break
+                inp = batch.to_model_input()
+                ready = _ready_event(stream)
+            stats.add("decode", time.perf_counter() - t0, len(batch))
+            yield inp, ready
+    finally:
+        state.decoder = loader.decoder
+        state.extra["skipped"] = [s.to_dict() for s in loader.skipped]
+        state.extra["loader"] = dataclasses.asdict(loader.stats)
+        if loader.skipped:
+            logger.warning("%s: skipped %d unreadable file(s)", state.spec.location, len(loader.skipped))
