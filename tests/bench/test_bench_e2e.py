@@ -1,0 +1,38 @@
+"""bench e2e runs as a program: rows for every peer, unavailable peers say why, a report is written."""
+
+from __future__ import annotations
+
+import json
+
+from vidpipe.bench.e2e import PEERS, run_e2e_bench, targets
+
+
+def test_e2e_bench_on_cpu_writes_report(make_clip, tmp_path):
+    clip = make_clip(width=160, height=96, frames=12, fps=12, gop=6)
+    result = run_e2e_bench(str(clip.path), device="cpu", cpu_frames=8, batch_size=4)
+    by = {r["peer"]: r for r in result.rows}
+    assert set(by) == set(PEERS)
+    assert by["vidpipe-cpu"]["frames"] == 8 and by["vidpipe-cpu"]["fps"] > 0
+    assert "decode" in by["vidpipe-cpu"]["stages"] and "infer" in by["vidpipe-cpu"]["stages"]
+    for peer in ("baseline", "vidpipe-gpu", "nvdec-ceiling"):
+        assert by[peer]["fps"] is None and "CUDA" in by[peer]["note"]
+    paths = result.write(tmp_path)
+    data = json.loads(paths["json"].read_text())
+    assert len(data["rows"]) == len(PEERS)
+    assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| vidpipe-cpu" in paths["markdown"].read_text()
+
+
+def test_targets_are_computed_from_rows():
+    rows = [
+        {"peer": "baseline", "fps": 400.0},
+        {"peer": "vidpipe-pyav", "fps": 500.0},
+        {"peer": "vidpipe-gpu", "fps": 2500.0},
+        {"peer": "nvdec-ceiling", "fps": 3000.0},
+    ]
+    t = targets(rows)
+    assert t["target_2400fps_on_h200"] and t["target_6x_baseline"] and t["target_0.8x_ceiling"]
+    assert t["target_cpu_path_not_slower"]
+    assert targets([{"peer": "vidpipe-gpu", "fps": 1000.0}, {"peer": "nvdec-ceiling", "fps": 3000.0}])[
+        "target_0.8x_ceiling"
+    ] is False
