@@ -176,16 +176,19 @@ def _unavailable(name: str, ctx: _Ctx) -> str | None:
     gpu = name.startswith("nvdec") or name == "dali"
     if gpu and ctx.device.type != "cuda":
         return "no CUDA device"
-    if name.startswith("nvdec"):
-        from vidpipe.decode.nvdec import check
+    if name.startswith("nvdec") or name == "dali":
+        import importlib
 
-        return check(ctx.info, ctx.device)
-    if name in ("opencv", "dali"):
-        module = "cv2" if name == "opencv" else "nvidia.dali"
         try:
-            __import__(module)
+            module = importlib.import_module("vidpipe.decode.nvdec" if name != "dali" else "vidpipe.decode.dali")
+        except Exception as exc:  # noqa: BLE001 - BackendUnavailableError: the package is missing
+            return str(exc)
+        return module.check(ctx.info, ctx.device)
+    if name == "opencv":
+        try:
+            __import__("cv2")
         except Exception as exc:  # noqa: BLE001
-            return f"{module} not importable ({type(exc).__name__})"
+            return f"cv2 not importable ({type(exc).__name__})"
     return None
 
 
@@ -386,7 +389,7 @@ def _machine(dev: Any) -> dict:
     if dev.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(dev)
         try:
-            from vidpipe.decode.nvdec_caps import nvdec_module, num_engines
+            from vidpipe.decode.nvdec_caps import num_engines, nvdec_module
 
             info["PyNvVideoCodec"] = getattr(nvdec_module(), "__version__", "?")
             info["nvdec_engines"] = num_engines(dev.index or 0)

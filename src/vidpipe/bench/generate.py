@@ -114,5 +114,7 @@ def generate_video(
         for packet in stream.encode():
             container.mux(packet)
     tmp.replace(out)
-    logger.info("generated %s (%d frames, %.1f MB) in %.1f s", out, n, out.stat().st_size / 1e6, time.perf_counter() - t0)
+    logger.info(
+        "generated %s (%d frames, %.1f MB) in %.1f s", out, n, out.stat().st_size / 1e6, time.perf_counter() - t0
+    )
     return out

@@ -39,6 +39,10 @@ def _dali() -> Any:
     return optional_import("nvidia.dali", purpose="the DALI decoder", install=_INSTALL)
 
 
+# Importing this module without DALI raises BackendUnavailableError (the registry reports it).
+_dali()
+
+
 def check(info: StreamInfo, device: "torch.device") -> str | None:
     """``None`` when DALI can decode ``info`` on ``device``, else why not."""
     if device.type != "cuda":
@@ -106,7 +110,9 @@ class DaliDecoder(Decoder):
 
         stride = self.options.frame_skip
 
-        @pipeline_def(batch_size=1, num_threads=self.num_threads, device_id=self.device.index or 0, prefetch_queue_depth=2)
+        @pipeline_def(
+            batch_size=1, num_threads=self.num_threads, device_id=self.device.index or 0, prefetch_queue_depth=2
+        )
         def pipe() -> Any:
             return fn.readers.video(
                 device="gpu",

@@ -38,6 +38,11 @@ as NV12 into the same rows; only if that fails too are the frames missing (``err
 ``partial`` true), and the other segments go on. Corrupt packets NVDEC can conceal come out as
 (damaged) frames, as with FFmpeg.
 
+Importing this module imports PyNvVideoCodec and raises
+:class:`~vidpipe.errors.BackendUnavailableError` where it cannot load (no NVIDIA driver), so the
+registry reports the backend as unavailable; :mod:`vidpipe.decode.nvdec_caps` has the checks
+without that import.
+
 Never passed to PyNvVideoCodec: a CUDA context other than 0 or a stream not made by PyTorch on
 the right device, since a CUDA driver error inside it ends the process.
 """
@@ -53,9 +58,9 @@ from vidpipe.decode.base import DecodeOptions, StreamInfo
 from vidpipe.decode.nvdec_caps import (
     NVDEC_CODECS,
     canonical_codec,
+    num_engines,
     nvdec_module,
     nvdec_unavailable,
-    num_engines,
     query_caps,
     stream_unsupported,
 )
@@ -72,6 +77,11 @@ if TYPE_CHECKING:
 __all__ = ["NvdecDecoder", "NvdecSession", "check", "create", "default_workers"]
 
 logger = logging.getLogger(__name__)
+
+# Without PyNvVideoCodec (or the NVIDIA driver's libraries it loads) this backend cannot exist
+# here: importing the module raises BackendUnavailableError with the reason, which the registry
+# reports for decoder="nvdec" and records as the fallback reason for decoder="auto".
+nvdec_module()
 
 #: sessions per NVDEC engine by default (1080p H.264 on an H200: 7 sessions 3,067 fps,
 #: 14 sessions 3,630, 28 sessions 3,825 -- see the notes of the GPU runs)
@@ -276,4 +286,3 @@ class NvdecDecoder(SegmentParallelDecoder):
             stream_id=stream_id,
             index=index,
         )
-

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -38,16 +37,20 @@ from typing import TYPE_CHECKING, Any
 from vidpipe._validate import check_range
 from vidpipe.decode.assemble import BatchAssembler
 from vidpipe.decode.base import DecodeOptions, Decoder, StreamInfo
-from vidpipe.decode.reorder import MISSING, Cancelled, ReorderBuffer
-from vidpipe.decode.routing import Routed, route_packets
-from vidpipe.decode.segments import DecodePlan, Segment, StreamIndex, plan_decode, scan_stream
+from vidpipe.decode.segments import (
+    DecodePlan,
+    Segment,
+    StreamIndex,
+    plan_decode,
+    scan_stream,
+)
 from vidpipe.errors import DecodeError
 from vidpipe.types import FrameBatch, FrameMeta
 
 if TYPE_CHECKING:
     import torch
 
-    from vidpipe.decode.sessions import FrameRef, Session
+    from vidpipe.decode.sessions import Session
 
 __all__ = ["SegmentParallelDecoder", "PyAVParallelDecoder", "SessionFactory"]
 
@@ -55,10 +58,6 @@ logger = logging.getLogger(__name__)
 
 #: ``factory(worker_id) -> Session``
 SessionFactory = Callable[[int], "Session"]
-
-
-class _Stop(Exception):
-    """Internal: the segment has all its frames / the stream is past ``end``."""
 
 
 class SegmentParallelDecoder(Decoder):
@@ -107,7 +106,9 @@ class SegmentParallelDecoder(Decoder):
 
         from vidpipe.decode.registry import BackendChoice
 
-        self.choice = BackendChoice(self.name, f"{type(self).__name__} was created directly")  # the registry replaces it
+        self.choice = BackendChoice(
+            self.name, f"{type(self).__name__} was created directly"
+        )  # the registry replaces it
         self.info = info
         self.device = torch.device(device)
         self.options = options if options is not None else DecodeOptions()
@@ -176,10 +177,10 @@ class SegmentParallelDecoder(Decoder):
 
     def _frame_bytes(self) -> int:
         shape, dtype, _ = self._row()
-        n = 1
+        n = dtype.itemsize
         for s in shape:
             n *= s
-        return n * (2 if self.info.bit_depth > 8 and self.layout == "yuv" else 1)
+        return n
 
     def _make_plan(self, batch_size: int) -> DecodePlan:
         from vidpipe.decode.probe import is_url
@@ -194,10 +195,18 @@ class SegmentParallelDecoder(Decoder):
         target = None
         if self.workers > 1:
             target = self.segment_frames or max(1, window // (self.workers + 1))
-        plan = plan_decode(self.index, self.options, target_frames=target)
+        plan = plan_decode(self.index, self.options, target_frames=target, cfr_fps=self._cfr_fps())
         if not plan.exact and plan.segments:
             plan = DecodePlan(plan.index, False, plan.segments, decoded_packets=plan.decoded_packets)
         return plan
+
+    def _cfr_fps(self) -> float | None:
+        """The frame rate when the stream looks constant-rate (average and base rate agree, as
+        the PyAV backend decides), else ``None``."""
+        fps, base = self.info.fps, self.info.extra.get("base_rate")
+        if fps and base and abs(fps / base - 1.0) < 0.01:
+            return fps
+        return None
 
     def _window(self, batch_size: int) -> int:
         if self.window is not None:
@@ -226,6 +235,8 @@ class SegmentParallelDecoder(Decoder):
         self.plan = plan = self._make_plan(batch_size)
         if self.index is not None and self.index.error is not None:
             self._errors.append(str(self.index.error))
+        elif self.index is not None and (short := self._truncated(self.index)):
+            self._errors.append(short)
         shape, dtype, fmt = self._row()
         window = self._window(batch_size)
         pin = self.buffer_device.type == "cpu" and self.device.type == "cuda"
@@ -243,27 +254,56 @@ class SegmentParallelDecoder(Decoder):
         self.workers_used = k
         logger.info(
             "%s: %s decoding %s frames in %d segments with %d session(s)",
-            self.info.source, self.name, plan.total if plan.exact else "all", len(plan.segments), k,
+            self.info.source,
+            self.name,
+            plan.total if plan.exact else "all",
+            len(plan.segments),
+            k,
         )
         try:
             if plan.segments:
-                yield from self._run(plan, asm, k, window)
+                from vidpipe.decode.workers import run_workers
+
+                yield from run_workers(self, plan, asm, k, window)
         finally:
             asm.close()
             self.bytes_host_to_device += asm.bytes_h2d
             self._finish_errors()
 
+    def _truncated(self, index: StreamIndex) -> str | None:
+        """Why the scan looks cut short against what the container announced (a truncated
+        file often demuxes to a clean end of file), else ``None``."""
+        info, fps = self.info, self.info.fps
+        known = [p for p in index.pts if p is not None]
+        if not known or not fps or info.duration is None:
+            return None
+        last = index.seconds(max(known)) or 0.0
+        shortfall = info.duration - (last + 1 / fps)
+        tolerance = max(2 / fps, 0.02 * info.duration)
+        if info.frame_count_exact and info.frame_count:
+            short = info.frame_count - index.packets > max(2, 0.02 * info.frame_count)
+        else:
+            short, tolerance = True, max(tolerance, 0.5)
+        if short and shortfall > tolerance:
+            return (
+                f"the stream ends at {last:.2f}s of {info.duration:.2f}s ({index.packets} packets"
+                f"{f' of {info.frame_count}' if info.frame_count_exact else ''}); the file looks truncated"
+            )
+        return None
+
     def _finish_errors(self) -> None:
         if self._errors and self.error is None:
             first = self._errors[0]
             more = f" (and {len(self._errors) - 1} more)" if len(self._errors) > 1 else ""
+            lost = f"{self.frames_missing} frame(s) could not be decoded: " if self.frames_missing else ""
             self.error = DecodeError(
-                f"{self.info.source}: {self.frames_missing} frame(s) could not be decoded: {first}{more}; "
-                f"the {self.frames_delivered} frames decoded were kept"
+                f"{self.info.source}: {lost}{first}{more}; the {self.frames_delivered} frames decoded were kept"
             )
             logger.warning("%s", self.error)
         elif self.frames_missing and logger.isEnabledFor(logging.INFO):
-            logger.info("%s: %d planned frame(s) did not come out of the decoder", self.info.source, self.frames_missing)
+            logger.info(
+                "%s: %d planned frame(s) did not come out of the decoder", self.info.source, self.frames_missing
+            )
 
     # ---------------------------------------------------------------------- segment decoding
 
@@ -271,267 +311,9 @@ class SegmentParallelDecoder(Decoder):
         sec = self.plan.index.seconds(pts) if (self.plan and pts is not None and pts >= 0) else None
         return FrameMeta(self.info.source, self.stream_id, index, sec, self.info.height, self.info.width)
 
-    def _decode_segment(
-        self,
-        seg: Segment,
-        steps: Iterator[Routed],
-        sessions: list[Any],
-        worker: int,
-        emit: Callable[[int, FrameMeta, "FrameRef", Any], None],
-    ) -> None:
-        """Feed ``seg``'s packets (from ``steps``, up to its end marker) to ``sessions[0]`` and
-        ``emit(position, meta, frame, stream)`` the kept frames. On a failure, replace
-        ``sessions[0]`` by the fallback session and decode the segment again (frames already
-        emitted are not emitted twice). Raises :class:`_Stop` when an inexact stream is done."""
-        plan = self.plan
-        exact = plan.exact
-        opts = self.options
-        emitted: dict[int, int] = {}  # frame index -> output position
-        seen: list[Any] = []
-        state = {"index": -1, "stop": False}
-
-        def take(ref: "FrameRef") -> None:
-            with self._lock:
-                self.frames_decoded += 1
-            pts = ref.pts
-            if exact:
-                if pts is None or not seg.owns(pts):
-                    return
-                pos = plan.position_of.get(pts)
-                if pos is None:
-                    return
-                index = plan.index_of[pts]
-                if index in emitted:
-                    return
-            else:  # numbered in output order; a replay counts from the start again
-                state["index"] += 1
-                index = state["index"]
-                if index in emitted:
-                    return
-                want = opts.wants(index, self._meta(index, pts).pts)
-                if want is None:
-                    state["stop"] = True
-                    raise _Stop
-                if not want:
-                    return
-                pos = len(emitted) + self._positions_before
-            emit(pos, self._meta(index, pts), ref, sessions[0].stream)
-            emitted[index] = pos
-            if exact and len(emitted) >= seg.count:
-                raise _Stop
-            if not exact and opts.max_frames is not None and len(emitted) >= opts.max_frames:
-                state["stop"] = True
-                raise _Stop
-
-        def run(replay: list[Any]) -> None:
-            sess = sessions[0]
-            sess.start(seg)
-            state["index"] = -1
-            try:
-                for pkt in replay:
-                    for ref in sess.feed(pkt):
-                        take(ref)
-                for step in steps:
-                    if step.packet is None:
-                        if step.error is not None:
-                            self._note_error(seg, step.error)
-                        break
-                    seen.append(step.packet)
-                    for ref in sess.feed(step.packet):
-                        take(ref)
-            except _Stop:
-                if exact:
-                    for _ in steps:  # the rest of this segment's packets are not needed
-                        pass
-            if state["stop"]:
-                return  # inexact stream finished (past ``end`` / ``max_frames``)
-            for ref in sess.finish():
-                try:
-                    take(ref)
-                except _Stop:
-                    if state["stop"]:
-                        break
-
-        try:
-            run([])
-        except Cancelled:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a session failure is handled per segment
-            reason = f"{sessions[0].kind} failed on segment {seg.number} ({type(exc).__name__}: {exc})"
-            if self.fallback_factory is None:
-                self._note_error(seg, reason)
-            else:
-                logger.warning("%s: %s; decoding the segment again on the fallback", self.info.source, reason)
-                with self._lock:
-                    self.fallbacks.append(reason)
-                try:
-                    sessions[0].close()
-                except Exception:  # noqa: BLE001
-                    logger.debug("closing the failed session failed", exc_info=True)
-                try:
-                    sessions[0] = self.fallback_factory(worker)
-                    run(list(seen))
-                except Cancelled:
-                    raise
-                except Exception as exc2:  # noqa: BLE001
-                    self._note_error(seg, f"{reason}; the fallback failed too ({type(exc2).__name__}: {exc2})")
-            if exact:
-                for _ in steps:
-                    pass
-        if exact and seg.count > len(emitted):
-            with self._lock:
-                self.frames_missing += seg.count - len(emitted)
-        if state["stop"]:
-            raise _Stop
-
     def _note_error(self, seg: Segment, error: Any) -> None:
         with self._lock:
             self._errors.append(f"segment {seg.number}: {error}")
-
-    # ------------------------------------------------------------------------------ threads
-
-    def _run(self, plan: DecodePlan, asm: BatchAssembler, k: int, window: int) -> Iterator[FrameBatch]:
-        """Reader thread + ``k`` worker threads + the consumer (this generator)."""
-        from vidpipe.decode.demux import Demuxer
-
-        segs = plan.segments
-        reorder: ReorderBuffer[Any] = ReorderBuffer(window, plan.total)
-        cond = threading.Condition()
-        queues: dict[int, queue.Queue] = {}
-        state = {"taken": -1, "next": 0, "stop": False}
-        prefetch = k
-        # exact plans bound the packets read ahead by segments (prefetch); a stream without an
-        # index is one segment, bounded by its queue
-        maxsize = 0 if plan.exact else 256
-
-        def q(s: int) -> queue.Queue:
-            with cond:
-                got = queues.get(s)
-                if got is None:
-                    got = queues[s] = queue.Queue(maxsize)
-                return got
-
-        def put(s: int, step: Routed) -> bool:
-            qs = q(s)
-            while True:
-                try:
-                    qs.put(step, timeout=0.2)
-                    return True
-                except queue.Full:
-                    if state["stop"]:
-                        return False
-
-        def reader() -> None:
-            try:
-                with Demuxer(self.info.source, annexb=self.annexb, stream_id=self.stream_id) as dmx:
-                    for step in route_packets(dmx, plan):
-                        for s in step.segments:
-                            with cond:
-                                cond.wait_for(lambda s=s: state["stop"] or s <= state["taken"] + prefetch)
-                                if state["stop"]:
-                                    return
-                            if not put(s, step):
-                                return
-            except BaseException as exc:  # noqa: BLE001 - every segment must still end
-                logger.warning("%s: reading stopped (%s: %s)", self.info.source, type(exc).__name__, exc)
-                for s in range(len(segs)):
-                    if not put(s, Routed((s,), None, exc)):
-                        return
-
-        def steps(s: int) -> Iterator[Routed]:
-            qs = q(s)
-            while True:
-                step = qs.get()
-                yield step
-                if step.packet is None:
-                    return
-
-        def worker(wid: int) -> None:
-            sessions: list[Any] = []
-            last = [-1]
-
-            def emit(pos: int, meta: FrameMeta, ref: "FrameRef", stream: Any) -> None:
-                reorder.reserve(pos)
-                reorder.put(pos, asm.write(pos, meta, ref, writer=wid, stream=stream))
-                last[0] = pos
-
-            try:
-                sessions.append(self._new_session(wid))
-                while True:
-                    with cond:
-                        if state["stop"] or state["next"] >= len(segs):
-                            break
-                        s = state["next"]
-                        state["next"] += 1
-                        state["taken"] = max(state["taken"], s)
-                        cond.notify_all()
-                    seg = segs[s]
-                    try:
-                        self._decode_segment(seg, steps(s), sessions, wid, emit)
-                    except _Stop:
-                        break
-                    finally:
-                        if plan.exact:
-                            reorder.skip(*seg.positions)
-                if not plan.exact:
-                    reorder.close(last[0] + 1)
-            except Cancelled:
-                pass
-            except BaseException as exc:  # noqa: BLE001 - wake the consumer with the failure
-                reorder.fail(exc)
-            finally:
-                for sess in sessions:
-                    try:
-                        sess.close()
-                    except Exception:  # noqa: BLE001
-                        logger.debug("session close failed", exc_info=True)
-
-        threads = [threading.Thread(target=reader, name="vidpipe-demux", daemon=True)]
-        threads += [threading.Thread(target=worker, args=(i,), name=f"vidpipe-dec{i}", daemon=True) for i in range(k)]
-        for t in threads:
-            t.start()
-        try:
-            while True:
-                asm.recycle()
-                got = reorder.get()
-                if got is None:
-                    break
-                out = asm.add(*got)
-                if out is not None:
-                    self.frames_delivered += len(out)
-                    yield out
-            out = asm.flush()
-            if out is not None:
-                self.frames_delivered += len(out)
-                yield out
-                asm.recycle()
-            self.frames_missing = max(self.frames_missing, reorder.missing)
-        finally:
-            with cond:
-                state["stop"] = True
-                cond.notify_all()
-                for s, qs in queues.items():
-                    try:
-                        qs.put_nowait(Routed((s,), None, None))  # wake a worker waiting for packets
-                    except queue.Full:
-                        pass  # it has packets to chew on; the cancelled buffer stops it
-            reorder.cancel()
-            for t in threads:
-                t.join(timeout=5 if t is threads[0] else 30)
-                if t.is_alive():
-                    logger.warning("%s: thread %s did not stop", self.info.source, t.name)
-
-    def _new_session(self, wid: int) -> Any:
-        try:
-            return self.session_factory(wid)
-        except Exception as exc:  # noqa: BLE001
-            if self.fallback_factory is None:
-                raise
-            reason = f"worker {wid} could not start its decoder ({type(exc).__name__}: {exc})"
-            logger.warning("%s: %s; using the fallback decoder", self.info.source, reason)
-            with self._lock:
-                self.fallbacks.append(reason)
-            return self.fallback_factory(wid)
 
 
 class PyAVParallelDecoder(SegmentParallelDecoder):

@@ -149,10 +149,12 @@ class ReorderBuffer(Generic[T]):
         ``TimeoutError`` after ``timeout`` seconds."""
         with self._cond:
             ok = self._cond.wait_for(
-                lambda: self._error is not None
-                or self._cancelled
-                or self._next in self._items
-                or (self._end is not None and self._next >= self._end),
+                lambda: (
+                    self._error is not None
+                    or self._cancelled
+                    or self._next in self._items
+                    or (self._end is not None and self._next >= self._end)
+                ),
                 timeout,
             )
             if self._error is not None:

@@ -80,7 +80,12 @@ def route_packets(demuxer: "Demuxer", plan: "DecodePlan", *, seek_gap: int = SEE
             if check_landing:
                 check_landing = False
                 if n > segs[nxt].first_packet:  # the seek went past the keyframe: read from the start
-                    logger.debug("%s: seek overshot packet %d (at %d); reading from the start", plan.index.source, segs[nxt].first_packet, n)
+                    logger.debug(
+                        "%s: seek overshot packet %d (at %d); reading from the start",
+                        plan.index.source,
+                        segs[nxt].first_packet,
+                        n,
+                    )
                     demuxer.seek(0.0)
                     packets = demuxer.packets()
                     seek_gap = len(plan.index.pts) + 1  # no more seeking

@@ -141,9 +141,10 @@ class DecodePlan:
             frames numbered in output order and selected as they come (``wanted``/``position_of``
             are empty).
         segments: in stream order; their ``positions`` tile ``[0, len(wanted))``.
-        wanted: frame index of each output position.
+        wanted: frame number of each output position.
         position_of: ``pts -> output position`` of every kept frame.
-        index_of: ``pts -> frame index`` of every frame.
+        index_of: ``pts -> frame number`` of every frame (its rank in presentation order; for
+            constant-rate streams gaps in the timestamps skip numbers, see ``cfr_fps``).
         frame_pts: timestamps of all frames in presentation order.
         decoded_packets: packets the segments feed to decoders in total.
     """
@@ -178,16 +179,34 @@ def _inexact(index: StreamIndex) -> DecodePlan:
     return DecodePlan(index, False, (seg,), decoded_packets=last - first + 1)
 
 
-def _selection(index: StreamIndex, frame_pts: list[int], options: DecodeOptions) -> list[int]:
-    """Frame indices (presentation order) the options keep."""
+def _numbers(index: StreamIndex, frame_pts: list[int], cfr_fps: float | None) -> list[int]:
+    """Frame numbers in presentation order: 0, 1, 2, ...; for a constant-rate stream a gap of
+    ``n`` frame durations in the timestamps (frames lost to damage) advances the number by ``n``,
+    as the PyAV backend counts."""
+    if not cfr_fps:
+        return list(range(len(frame_pts)))
+    out: list[int] = []
+    prev = None
+    for p in frame_pts:
+        if prev is None:
+            out.append(0)
+        else:
+            step = round(float((p - prev) * index.time_base) * cfr_fps)
+            out.append(out[-1] + (step if step >= 2 else 1))
+        prev = p
+    return out
+
+
+def _selection(index: StreamIndex, frame_pts: list[int], numbers: list[int], options: DecodeOptions) -> list[int]:
+    """Positions (into ``frame_pts``) of the frames the options keep."""
     wanted: list[int] = []
     limit = options.max_frames
-    for i, p in enumerate(frame_pts):
-        keep = options.wants(i, index.seconds(p))
+    for k, p in enumerate(frame_pts):
+        keep = options.wants(numbers[k], index.seconds(p))
         if keep is None:
             break
         if keep:
-            wanted.append(i)
+            wanted.append(k)
             if limit is not None and len(wanted) >= limit:
                 break
     return wanted
@@ -198,6 +217,7 @@ def plan_decode(
     options: DecodeOptions | None = None,
     *,
     target_frames: int | None = None,
+    cfr_fps: float | None = None,
 ) -> DecodePlan:
     """Plan the segments that deliver the frames ``options`` keep.
 
@@ -206,6 +226,9 @@ def plan_decode(
         options: stride, time range and frame count (``None``: every frame).
         target_frames: cut runs of needed GOPs into segments of at least this many frames (a
             segment always holds whole GOPs). ``None``: one segment per run (single session).
+        cfr_fps: the frame rate of a constant-rate stream: gaps in its timestamps (frames lost
+            to damage) then keep the frame numbers of the frames after them. ``None``: frames
+            are numbered by rank.
 
     Returns:
         A :class:`DecodePlan`; inexact (one segment, numbering at decode time) when timestamps
@@ -223,9 +246,11 @@ def plan_decode(
     key_pts = [pts[k] for k in index.keyframes]
     if any(b <= a for a, b in zip(key_pts, key_pts[1:])):
         return _inexact(index)
-    index_of = {p: i for i, p in enumerate(frame_pts)}
-    wanted = _selection(index, frame_pts, options)
-    position_of = {frame_pts[i]: n for n, i in enumerate(wanted)}
+    numbers = _numbers(index, frame_pts, cfr_fps)
+    index_of = {p: numbers[k] for k, p in enumerate(frame_pts)}
+    ranks = _selection(index, frame_pts, numbers, options)  # ranks in frame_pts of kept frames
+    wanted = [numbers[k] for k in ranks]
+    position_of = {frame_pts[k]: n for n, k in enumerate(ranks)}
 
     # GOP g = frames with key_pts[g] <= pts < key_pts[g+1]; frames before the first keyframe
     # (leading pictures at the very start) count to GOP 0.
@@ -235,7 +260,7 @@ def plan_decode(
     gop_frames = [0] * len(key_pts)
     for p in frame_pts:
         gop_frames[gop_of(p)] += 1
-    needed = sorted({gop_of(frame_pts[i]) for i in wanted})
+    needed = sorted({gop_of(frame_pts[k]) for k in ranks})
 
     # last packet (decode order) to feed for a segment ending before keyframe g: the largest
     # packet number among packets shown before key_pts[g].
@@ -285,8 +310,8 @@ def plan_decode(
         hi = key_pts[b + 1] if b + 1 < len(key_pts) else None
         first = index.keyframes[a]
         last = last_before(b + 1)
-        p0 = bisect.bisect_left(wanted, bisect.bisect_left(frame_pts, lo) if lo is not None else 0)
-        p1 = bisect.bisect_left(wanted, index_of[hi]) if hi is not None else len(wanted)
+        p0 = bisect.bisect_left(ranks, bisect.bisect_left(frame_pts, lo) if lo is not None else 0)
+        p1 = bisect.bisect_left(ranks, bisect.bisect_left(frame_pts, hi)) if hi is not None else len(ranks)
         segments.append(Segment(number, first, max(first, last), key_pts[a], lo, hi, (p0, p1)))
         decoded += max(first, last) - first + 1
     plan = DecodePlan(

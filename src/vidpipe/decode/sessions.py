@@ -140,15 +140,24 @@ class PyAVSession:
         self._cc.thread_count = int(threads)
         self._converter: Any = None
         self.bytes_h2d = 0
+        self.packets_rejected = 0
 
     def start(self, segment: "Segment") -> None:
         return None
 
     def _decode(self, packet: Any) -> list[_AVFrameRef]:
+        """Decode one packet; a packet FFmpeg rejects as invalid is dropped and counted (the
+        frames after it decode or are concealed, as FFmpeg does within a packet), so damage
+        costs frames, not the segment."""
         import av
 
         try:
             frames = self._cc.decode(packet)
+        except av.error.InvalidDataError as exc:
+            self.packets_rejected += 1
+            if self.packets_rejected == 1:
+                logger.warning("%s: PyAV rejected a damaged packet (%s); going on", self.info.source, exc)
+            return []
         except av.error.FFmpegError as exc:
             raise DecodeError(f"{self.info.source}: PyAV could not decode a packet ({exc})") from exc
         return [_AVFrameRef(f, self) for f in frames]

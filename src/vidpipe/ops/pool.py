@@ -9,7 +9,7 @@ synchronizes on it), so a buffer is never overwritten while a kernel still reads
 A buffer is only reused once nothing outside the pool references its memory any more (the
 tensor's storage use count is back to the pool's own reference), so a caller who keeps a
 delivered batch (or a view of it) never sees it overwritten: the pool allocates another buffer
-instead and counts it in ``stats.retired``.
+instead, and drops the oldest waiting ones beyond ``max_free`` (``stats.retired``).
 
 GPU memory stays flat: ``stats.allocated_bytes`` grows while the pipeline fills and then stays
 put; ``stats.peak_bytes`` is its maximum.
@@ -49,7 +49,7 @@ class PoolStats:
 
     allocations: int = 0  # buffers created
     reuses: int = 0  # acquisitions served by a released buffer
-    retired: int = 0  # released buffers dropped because someone still referenced them
+    retired: int = 0  # released buffers dropped from the pool (more than ``max_free`` waiting)
     allocated_bytes: int = 0  # bytes of the buffers the pool owns now
     peak_bytes: int = 0
 
@@ -114,9 +114,7 @@ class BufferPool:
         self._free: dict[tuple, list[Buffer]] = {}
         self._lock = threading.Lock()
 
-    def acquire(
-        self, shape: tuple[int, ...], dtype: "torch.dtype", *, stream: Any = None, wait: bool = True
-    ) -> Buffer:
+    def acquire(self, shape: tuple[int, ...], dtype: "torch.dtype", *, stream: Any = None, wait: bool = True) -> Buffer:
         """A buffer of ``shape`` and ``dtype``, reused when one was released.
 
         With ``wait``, ``stream`` (the CUDA stream that will write the buffer; ``None``: the
@@ -130,15 +128,11 @@ class BufferPool:
         buf = None
         with self._lock:
             free = self._free.get(key, [])
-            while free:
-                cand = free.pop()
-                if cand.in_use_elsewhere():
-                    self.stats.retired += 1
-                    self.stats.allocated_bytes -= cand.nbytes
-                    continue
-                buf = cand
-                self.stats.reuses += 1
-                break
+            for i in range(len(free) - 1, -1, -1):  # oldest release first
+                if not free[i].in_use_elsewhere():
+                    buf = free.pop(i)
+                    self.stats.reuses += 1
+                    break
         if buf is not None:
             if wait:
                 buf.wait(stream)
@@ -150,19 +144,23 @@ class BufferPool:
             self.stats.allocated_bytes += buf.nbytes
             self.stats.peak_bytes = max(self.stats.peak_bytes, self.stats.allocated_bytes)
         if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("pool: new %s %s buffer on %s (%d bytes held)", key[0], dtype, self.device, self.stats.allocated_bytes)
+            logger.debug(
+                "pool: new %s %s buffer on %s (%d bytes held)", key[0], dtype, self.device, self.stats.allocated_bytes
+            )
         return buf
 
     def release(self, buf: Buffer, event: Any = None) -> None:
         """Give ``buf`` back. ``event``: a CUDA event recorded after the last work reading it
-        (``None``: nothing pending)."""
+        (``None``: nothing pending). A buffer still referenced elsewhere waits in the free list
+        until it is not; beyond ``max_free`` buffers, the oldest are dropped."""
         buf._event = event
         with self._lock:
             free = self._free.setdefault(buf.key, [])
-            if len(free) >= self.max_free:
-                self.stats.allocated_bytes -= buf.nbytes
-                return
             free.insert(0, buf)
+            while len(free) > self.max_free:
+                old = free.pop()
+                self.stats.allocated_bytes -= old.nbytes
+                self.stats.retired += 1
 
     def clear(self) -> None:
         """Drop every released buffer (their memory returns to PyTorch's allocator)."""
