@@ -114,6 +114,15 @@ def test_class_filter_and_thresholds(model):
     assert len(one) == 1 and float(one.scores[0]) == pytest.approx(float(everything.scores.max()))
 
 
+def test_results_are_ordinary_tensors(model):
+    dets = Detector(model)(_inputs(["eagle.jpg"], model.info.input_size))
+    assert len(dets) == 1
+    for t in (dets.boxes, dets.scores, dets.class_ids, dets.frame):
+        assert not t.is_inference() and not t.requires_grad
+    dets.boxes.add_(1.0)  # a consumer may update them in place
+    dets.scores.mul_(0.5)
+
+
 def test_detector_properties_and_errors(model):
     det = Detector(model)
     assert det.names == model.info.names and det.input_size == (416, 416)

@@ -100,8 +100,9 @@ def resolve_classes(spec: str | Sequence[str | int], names: Sequence[str]) -> tu
 class Detector:
     """Runs a model on a :class:`ModelInput` and returns :class:`Detections` in source pixels.
 
-    ``detector(inp)``: the model forward (under ``torch.inference_mode``), its output head, NMS
-    and the letterbox undone, all on the model's device. ``inp.tensor`` must be on
+    ``detector(inp)``: the model forward, its output head and NMS (under
+    ``torch.inference_mode``), then the letterbox undone, all on the model's device; the returned
+    tensors are ordinary (not inference) tensors. ``inp.tensor`` must be on
     ``detector.device``; it is cast to ``detector.dtype`` if needed.
     """
 
@@ -156,7 +157,11 @@ class Detector:
                 max_det=cfg.max_det,
                 num_classes=self.model.info.num_classes,
             )
+        # The results leave as ordinary tensors (inference tensors refuse in-place updates outside
+        # inference mode, which would surprise a tracker or a sink); they are small.
+        with torch.no_grad():
             out = to_source(dets, inp)
+            out = Detections(out.boxes, out.scores.clone(), out.class_ids.clone(), out.frame.clone())
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("%d frames -> %d detections", len(inp), len(out))
         return out
