@@ -138,10 +138,15 @@ def _use_triton(backend: str, device: "torch.device") -> bool:
 def _check_yuv(batch: FrameBatch) -> None:
     if batch.format not in ("nv12", "p010"):
         raise ValueError(f"expected an nv12 or p010 FrameBatch, got format={batch.format!r}")
-    if batch.width % 2:
+    if batch.data.shape[2] % 2:
         raise ValueError(
-            f"{batch.format} frames need an even width, got {batch.width}; NVDEC pads odd widths to even"
+            f"{batch.format} frames need an even width, got {batch.data.shape[2]}; NVDEC pads odd widths to even"
         )
+
+
+def _size(batch: FrameBatch) -> tuple[int, int, int]:
+    """(B, H, W) from the data (also for an empty batch, which has no FrameMeta to ask)."""
+    return batch.data.shape[0], batch.data.shape[1] * 2 // 3, batch.data.shape[2]
 
 
 def _kernel_args(batch: FrameBatch) -> dict:
@@ -178,7 +183,7 @@ def nv12_to_rgb(
     import torch
 
     _check_yuv(batch)
-    b, h, w = len(batch), batch.height, batch.width
+    b, h, w = _size(batch)
     if out is not None and (tuple(out.shape) != (b, 3, h, w) or out.dtype != torch.uint8 or out.device != batch.device):
         raise ValueError(f"out must be ({b}, 3, {h}, {w}) uint8 on {batch.device}, got {tuple(out.shape)} {out.dtype} {out.device}")
     if batch.format == "nv12" and b and _use_triton(backend, batch.device):
@@ -236,7 +241,7 @@ def yuv_letterbox(
     _check_yuv(batch)
     if method is not None:
         check_choice("method", method, _METHODS)
-    b, h, w = len(batch), batch.height, batch.width
+    b, h, w = _size(batch)
     hin, win = int(size[0]), int(size[1])
     geo = letterbox_geometry(h, w, hin, win)
     dtype = dtype or (out.dtype if out is not None else torch.float32)
