@@ -90,7 +90,7 @@ def test_finds_what_darknet_finds(detector, name):
 
 @pytest.mark.parametrize("name", sorted(REFERENCE_BOXES))
 def test_boxes_land_on_the_objects_in_source_pixels(detector, name):
-    labels, scores, boxes, _ = _detect(detector, name)
+    labels, _, boxes, _ = _detect(detector, name)
     for classes, ref in REFERENCE_BOXES[name]:
         rows = [i for i, c in enumerate(labels) if c in classes]
         assert rows, f"{name}: no {sorted(classes)}"

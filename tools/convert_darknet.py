@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import copy
 import hashlib
-import json
 import sys
 from pathlib import Path
 
@@ -167,13 +166,20 @@ def main(argv: list[str] | None = None) -> int:
             "weights": {"file": args.weights.name, "sha256": sha256(args.weights)},
             "names": {"file": args.names.name, "sha256": sha256(args.names)},
         },
-        "darknet_header": {"major": header.major, "minor": header.minor, "revision": header.revision, "seen": header.seen},
+        "darknet_header": {
+            "major": header.major,
+            "minor": header.minor,
+            "revision": header.revision,
+            "seen": header.seen,
+        },
         "batchnorm_folded": {"formula": "gamma * (x - mean) / (sqrt(var) + eps) + beta", "eps": DARKNET_BN_EPS},
         "converter": "tools/convert_darknet.py",
         "vidpipe_version": getattr(vidpipe, "__version__", "unknown"),
         "torch_version": torch.__version__,
     }
-    out = write_bundle(net, args.out, name=name, names=names, fp16=args.fp16, provenance=provenance, agreement=agreement)
+    out = write_bundle(
+        net, args.out, name=name, names=names, fp16=args.fp16, provenance=provenance, agreement=agreement
+    )
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, sha256 {sha256(out)})")
     return 0
 

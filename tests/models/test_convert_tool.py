@@ -50,4 +50,6 @@ def test_names_must_match_the_classes(tool, tmp_path):
     cfg = darknet_model_files(tmp_path, YOLOV4_TINY_LIKE, stem="v4t")
     (tmp_path / "two.names").write_text("a\nb\n")
     with pytest.raises(SystemExit, match="has 2 names but .* has 3 classes"):
-        tool.main([str(cfg), str(tmp_path / "v4t.weights"), str(tmp_path / "two.names"), str(tmp_path / "o.safetensors")])
+        tool.main(
+            [str(cfg), str(tmp_path / "v4t.weights"), str(tmp_path / "two.names"), str(tmp_path / "o.safetensors")]
+        )

@@ -57,7 +57,9 @@ def test_yolov4_tiny_like_groups_maxpool_scale_and_activations():
 
 
 def test_darknet_defaults():
-    cfg = parse_cfg("[net]\n[convolutional]\nfilters=18\n[maxpool]\nstride=2\n[yolo]\nanchors=1,2,3,4,5,6\nnum=3\nclasses=1\n")
+    cfg = parse_cfg(
+        "[net]\n[convolutional]\nfilters=18\n[maxpool]\nstride=2\n[yolo]\nanchors=1,2,3,4,5,6\nnum=3\nclasses=1\n"
+    )
     conv, pool, yolo = cfg.layers
     assert conv.activation == "logistic"  # Darknet's default for [convolutional]
     assert (conv.size, conv.stride, conv.padding, conv.batch_normalize) == (1, 1, 0, False)

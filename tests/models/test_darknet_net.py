@@ -72,7 +72,10 @@ def _darknet_maxpool(x: torch.Tensor, size: int, stride: int, padding: int) -> t
     return out
 
 
-@pytest.mark.parametrize(("size", "stride", "hw"), [(2, 1, (7, 6)), (2, 2, (8, 8)), (2, 2, (7, 9)), (3, 2, (9, 8)), (5, 1, (6, 6)), (3, 1, (5, 4))])
+@pytest.mark.parametrize(
+    ("size", "stride", "hw"),
+    [(2, 1, (7, 6)), (2, 2, (8, 8)), (2, 2, (7, 9)), (3, 2, (9, 8)), (5, 1, (6, 6)), (3, 1, (5, 4))],
+)
 def test_maxpool_matches_darknet(size, stride, hw):
     sec = MaxpoolSection(line=1, index=0, size=size, stride=stride, padding=size - 1)
     x = torch.randn(2, 3, *hw)

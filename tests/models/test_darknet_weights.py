@@ -106,7 +106,10 @@ def test_fold_batchnorm_equivalence():
     assert wf.dtype == torch.float32 and bf.shape == (6,)
     folded = F.conv2d(x, wf, bf, padding=1)
     y = F.conv2d(x, w, padding=1)
-    v = lambda t: t.view(1, -1, 1, 1)  # noqa: E731
+
+    def v(t):
+        return t.view(1, -1, 1, 1)
+
     reference = v(gamma) * (y - v(mean)) / (v(var).sqrt() + 1e-6) + v(beta)
     assert torch.allclose(folded, reference, rtol=1e-4, atol=1e-4)
 

@@ -63,7 +63,9 @@ def test_real_letterbox_geometry_matches():
     x, geo = letterbox(img, (320, 320))
     ys, xs = torch.nonzero(x[0, 0] > 0.9, as_tuple=True)
     found = torch.tensor([[xs.min(), ys.min(), xs.max() + 1, ys.max() + 1]], dtype=torch.float32)
-    inp = ModelInput(x, (_meta(300, 500),), torch.tensor([geo.scale]), torch.tensor([[float(geo.pad_x), float(geo.pad_y)]]))
+    inp = ModelInput(
+        x, (_meta(300, 500),), torch.tensor([geo.scale]), torch.tensor([[float(geo.pad_x), float(geo.pad_y)]])
+    )
     back = to_source(_dets(found.tolist(), [0]), inp)
     assert torch.allclose(back.boxes, torch.tensor([[50.0, 100.0, 150.0, 200.0]]), atol=2.0)
 

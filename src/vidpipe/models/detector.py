@@ -81,7 +81,9 @@ def resolve_classes(spec: str | Sequence[str | int], names: Sequence[str]) -> tu
         if isinstance(item, int) or (isinstance(item, str) and item.strip().isdigit()):
             idx = int(item)
             if not 0 <= idx < len(names):
-                raise ConfigError(f"class id {idx} is out of range; the model has {len(names)} classes (0..{len(names) - 1})")
+                raise ConfigError(
+                    f"class id {idx} is out of range; the model has {len(names)} classes (0..{len(names) - 1})"
+                )
         elif isinstance(item, str):
             key = _norm(item)
             if key not in lookup:
@@ -116,9 +118,7 @@ class Detector:
 
             bad = [i for i in self.config.classes if i >= model.info.num_classes]
             if bad:
-                raise ConfigError(
-                    f"classes {bad} out of range; {model.info.name} has {model.info.num_classes} classes"
-                )
+                raise ConfigError(f"classes {bad} out of range; {model.info.name} has {model.info.num_classes} classes")
             self._classes = torch.tensor(self.config.classes, dtype=torch.int64, device=model.device)
 
     @property
@@ -142,9 +142,7 @@ class Detector:
 
         x = inp.tensor
         if x.device != self.device:
-            raise ModelError(
-                f"ModelInput is on {x.device} but the model {self.model.info.name} runs on {self.device}"
-            )
+            raise ModelError(f"ModelInput is on {x.device} but the model {self.model.info.name} runs on {self.device}")
         cfg = self.config
         with torch.inference_mode():
             raw = self.model(x.to(self.dtype))

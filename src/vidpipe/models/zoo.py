@@ -95,9 +95,7 @@ def _load_darknet(cfg_path: Path, weights: Path, req: LoadRequest) -> "Model":
             f"{cfg_path}: the class-name file beside it has {len(names)} names but the cfg has "
             f"{net.num_classes} classes"
         )
-    return DarknetModel(
-        net, name=req.name, names=names, device=req.device, dtype=req.dtype, input_size=req.input_size
-    )
+    return DarknetModel(net, name=req.name, names=names, device=req.device, dtype=req.dtype, input_size=req.input_size)
 
 
 def _load_cfg(path: Path, req: LoadRequest) -> "Model":
@@ -161,9 +159,7 @@ def bundled_path(name: str) -> Path:
     """The file of a bundled model (ModelError naming what is wrong if it is missing)."""
     path = DATA_DIR / BUNDLED[name]
     if not path.is_file():
-        raise ModelError(
-            f"the bundled model {name!r} is missing from this installation ({path}); reinstall vidpipe"
-        )
+        raise ModelError(f"the bundled model {name!r} is missing from this installation ({path}); reinstall vidpipe")
     return path
 
 

@@ -99,7 +99,9 @@ def nms(
         keep = torch.argsort(scores, descending=True)
     keep = keep[torch.argsort(frame[keep], stable=True)]  # by frame, score order kept within
     kept_frames = frame[keep]
-    counts = torch.zeros(b, dtype=torch.int64, device=keep.device).scatter_add_(0, kept_frames, torch.ones_like(kept_frames))
+    counts = torch.zeros(b, dtype=torch.int64, device=keep.device).scatter_add_(
+        0, kept_frames, torch.ones_like(kept_frames)
+    )
     starts = counts.cumsum(0) - counts
     rank = torch.arange(keep.numel(), device=keep.device) - starts[kept_frames]
     keep = keep[rank < max_det]

@@ -393,7 +393,9 @@ def parse_cfg(text: str, *, source: str = "<cfg>") -> DarknetCfg:
     for i, raw in enumerate(raws[1:]):
         parse = _PARSERS.get(raw.name)
         if parse is None:
-            supported = ", ".join(f"[{k}]" for k in ("convolutional", "maxpool", "route", "shortcut", "upsample", "yolo"))
+            supported = ", ".join(
+                f"[{k}]" for k in ("convolutional", "maxpool", "route", "shortcut", "upsample", "yolo")
+            )
             raise ModelError(f"{source}:{raw.line}: layer type [{raw.name}] is not supported; vidpipe runs {supported}")
         layers.append(parse(_Reader(source, raw), i))
     yolos = [s for s in layers if isinstance(s, YoloSection)]

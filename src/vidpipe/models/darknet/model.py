@@ -28,7 +28,11 @@ def check_input_size(size: int | Sequence[int] | None, stride: int, default: tup
         return default
     if isinstance(size, int) and not isinstance(size, bool):
         hw = (size, size)
-    elif isinstance(size, Sequence) and len(size) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in size):
+    elif (
+        isinstance(size, Sequence)
+        and len(size) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in size)
+    ):
         hw = (int(size[0]), int(size[1]))
     else:
         raise ModelError(f"input_size={size!r}; expected an int or (height, width)")

@@ -99,7 +99,9 @@ class DarknetNet(nn.Module):
         where = f"{self.cfg.source}:{sec.line}: [{sec.kind}] (layer {sec.index})"
         if isinstance(sec, ConvSection):
             if c % sec.groups or sec.filters % sec.groups:
-                raise ModelError(f"{where}: groups={sec.groups} must divide input channels {c} and filters {sec.filters}")
+                raise ModelError(
+                    f"{where}: groups={sec.groups} must divide input channels {c} and filters {sec.filters}"
+                )
             k = sec.dilation * (sec.size - 1) + 1
             oh = (h + 2 * sec.padding - k) // sec.stride + 1
             ow = (w + 2 * sec.padding - k) // sec.stride + 1
