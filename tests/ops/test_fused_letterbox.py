@@ -92,6 +92,8 @@ def test_close_to_letterbox_of_pyav_rgb(color):
 
 def test_p010_from_shifted_8bit_planes_matches_nv12():
     nv12 = _random_nv12(2, 96, 128, seed=3).clamp_(16, 235)
+    nv12[0, 96:, 0::2], nv12[0, 96:, 1::2] = 90, 200  # flat chroma per frame: P010's interpolated
+    nv12[1, 96:, 0::2], nv12[1, 96:, 1::2] = 150, 60  # chroma then equals NV12's nearest chroma
     p010 = ((nv12.to(torch.int32) << 2) << 6).to(torch.uint16)  # 10-bit codes 4x the 8-bit ones, MSB-aligned
     a, _ = yuv_letterbox(frame_batch(nv12, BT709), (64, 64))
     b, _ = yuv_letterbox(frame_batch(p010, BT709, fmt="p010"), (64, 64))
@@ -100,12 +102,13 @@ def test_p010_from_shifted_8bit_planes_matches_nv12():
     assert 0.2 / 255 < (b - a).mean() < 1.5 / 255  # floored terms are darker on average
 
 
-def test_p010_equals_letterbox_of_its_nearest_chroma_rgb():
+def test_p010_equals_letterbox_of_its_rgb():
     g = torch.Generator().manual_seed(5)
     p010 = (torch.randint(0, 1024, (2, 72, 64), generator=g, dtype=torch.int32) << 6).to(torch.uint16)
     batch = frame_batch(p010, ColorSpec("bt2020", "limited"), fmt="p010")
     y, uv, depth = split_yuv(p010, fmt="p010")
-    rgb = yuv_to_rgb(y, uv, batch.color, bit_depth=depth, chroma="nearest")
+    rgb = yuv_to_rgb(y, uv, batch.color, bit_depth=depth)  # interpolated chroma, like PyAV's 10-bit path
+    assert torch.equal(rgb, nv12_to_rgb(batch))
     want, _ = letterbox(rgb, (40, 40))
     got, _ = yuv_letterbox(batch, (40, 40))
     assert (got - want).abs().max() < 1e-5

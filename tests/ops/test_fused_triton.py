@@ -40,6 +40,13 @@ def test_rgb_kernel_is_bit_exact(color):
     assert torch.equal(nv12_to_rgb(batch, backend="triton"), nv12_to_rgb(batch, backend="torch"))
 
 
+def test_rgb_kernel_p010():
+    batch = frame_batch(_data("p010", 242, 322), ColorSpec("bt709", "full"), fmt="p010")
+    diff = (nv12_to_rgb(batch, backend="triton").int() - nv12_to_rgb(batch, backend="torch").int()).abs()
+    # round-to-nearest of a fused multiply-add may differ from PyTorch's at exact .5 ties: rare, 1 code
+    assert diff.max() <= 1 and diff.float().mean() < 1e-3
+
+
 @pytest.mark.parametrize("method", ["two_pass", "direct"])
 @pytest.mark.parametrize("fmt, hw, size", CASES)
 def test_letterbox_kernels_match_torch(fmt, hw, size, method):
@@ -48,7 +55,9 @@ def test_letterbox_kernels_match_torch(fmt, hw, size, method):
     big = torch.full((5, 3, *size), -1.0, device="cuda")
     got, geo2 = yuv_letterbox(batch, size, backend="triton", method=method, out=big[1:4])
     assert geo == geo2
-    assert (got - ref).abs().max() < 1e-4
+    # P010 rounds to nearest per sample: a rare .5 tie may flip one tap by one code (weight <= 1)
+    assert (got - ref).abs().max() < (1e-4 if fmt == "nv12" else 1.01 / 255)
+    assert (got - ref).abs().mean() < 1e-5
     assert (big[0] == -1).all() and (big[4] == -1).all()
     half, _ = yuv_letterbox(batch, size, backend="triton", method=method, dtype=torch.float16)
-    assert half.dtype == torch.float16 and (half.float() - ref).abs().max() < 1e-3
+    assert half.dtype == torch.float16 and (half.float() - ref).abs().max() < (1e-3 if fmt == "nv12" else 1.01 / 255)

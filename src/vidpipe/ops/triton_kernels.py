@@ -5,8 +5,9 @@ Importing this module never fails: without Triton (CPU-only installs, this packa
 kernels when the frames are on a CUDA device and Triton imports, else its PyTorch path.
 
 Per source sample the kernels compute exactly what :func:`vidpipe.ops.color.yuv_to_rgb` does
-with ``chroma="nearest"`` (each chroma pair covers its 2x2 luma block): swscale's fixed-point
-rounding for 8 bits (``FLOOR``), round-to-nearest above (``ROUND``), clamped to [0, 255].
+by default (what PyAV's ``rgb24`` gives): for NV12 nearest chroma (each pair covers its 2x2 luma
+block) and swscale's fixed-point rounding (``FLOOR``); for P010 interpolated chroma (``LINEAR``)
+and round-to-nearest (``ROUND``); clamped to [0, 255].
 
 Letterbox resize = separable resampling with precomputed taps (``idx``, ``w``: per output row or
 column, ``K`` source indices and normalised weights; the same weights as
@@ -85,38 +86,56 @@ if triton is not None:  # pragma: no cover - compiled and run on the GPU host
         return r, g, b
 
     @triton.jit
-    def _sample(base, row, col, H, s_r, s_c, mask, y_off, c_off, y_gain, r_v, g_u, g_v, b_u,
-                SHIFT: tl.constexpr, FLOOR: tl.constexpr, ROUND: tl.constexpr):
-        """RGB of source pixels (row, col) of one packed 4:2:0 frame at ``base``."""
+    def _sample(base, row, col, H, W, s_r, s_c, mask, y_off, c_off, y_gain, r_v, g_u, g_v, b_u,
+                SHIFT: tl.constexpr, FLOOR: tl.constexpr, ROUND: tl.constexpr, LINEAR: tl.constexpr):
+        """RGB of source pixels (row, col) of one packed 4:2:0 frame at ``base``.
+
+        Chroma: nearest (the pair covering the 2x2 block), or with ``LINEAR`` swscale's generic-path
+        interpolation (see ``vidpipe.ops.color``): vertically centred, horizontally 3/4 + 1/4 of the
+        left-sited samples, edges repeated.
+        """
         yv = _load_code(base + row * s_r + col * s_c, mask, SHIFT)
-        cptr = base + (H + row // 2) * s_r + (col // 2) * 2 * s_c
-        u = _load_code(cptr, mask, SHIFT)
-        v = _load_code(cptr + s_c, mask, SHIFT)
+        cx = col // 2
+        cy = row // 2
+        p0 = base + (H + cy) * s_r + cx * 2 * s_c
+        if LINEAR:
+            cx1 = tl.minimum(cx + 1, W // 2 - 1)
+            cyn = tl.where((row % 2) == 1, tl.minimum(cy + 1, H // 2 - 1), tl.maximum(cy - 1, 0))
+            p1 = base + (H + cy) * s_r + cx1 * 2 * s_c
+            p2 = base + (H + cyn) * s_r + cx * 2 * s_c
+            p3 = base + (H + cyn) * s_r + cx1 * 2 * s_c
+            u = 0.75 * (0.75 * _load_code(p0, mask, SHIFT) + 0.25 * _load_code(p1, mask, SHIFT)) + 0.25 * (
+                0.75 * _load_code(p2, mask, SHIFT) + 0.25 * _load_code(p3, mask, SHIFT))
+            v = 0.75 * (0.75 * _load_code(p0 + s_c, mask, SHIFT) + 0.25 * _load_code(p1 + s_c, mask, SHIFT)) + 0.25 * (
+                0.75 * _load_code(p2 + s_c, mask, SHIFT) + 0.25 * _load_code(p3 + s_c, mask, SHIFT))
+        else:
+            u = _load_code(p0, mask, SHIFT)
+            v = _load_code(p0 + s_c, mask, SHIFT)
         return _to_rgb(yv, u, v, y_off, c_off, y_gain, r_v, g_u, g_v, b_u, FLOOR, ROUND)
 
     @triton.jit
     def yuv_rgb_kernel(src, dst, H, W, s_b, s_r, s_c, d_b, d_c, d_r, d_w,
                        y_off, c_off, y_gain, r_v, g_u, g_v, b_u,
-                       SHIFT: tl.constexpr, FLOOR: tl.constexpr, ROUND: tl.constexpr,
+                       SHIFT: tl.constexpr, FLOOR: tl.constexpr, ROUND: tl.constexpr, LINEAR: tl.constexpr,
                        BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
-        """Full-size conversion: (B, H*3/2, W) -> (B, 3, H, W) uint8, nearest chroma."""
+        """Full-size conversion: (B, H*3/2, W) -> (B, 3, H, W) uint8."""
         cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
         rows = tl.program_id(1) * BLOCK_R + tl.arange(0, BLOCK_R)
         b = tl.program_id(2).to(tl.int64)
         row = rows[:, None]
         col = cols[None, :]
         mask = (row < H) & (col < W)
-        r, g, bl = _sample(src + b * s_b, row, col, H, s_r, s_c, mask, y_off, c_off, y_gain,
-                           r_v, g_u, g_v, b_u, SHIFT, FLOOR, ROUND)
+        r, g, bl = _sample(src + b * s_b, row, col, H, W, s_r, s_c, mask, y_off, c_off, y_gain,
+                           r_v, g_u, g_v, b_u, SHIFT, FLOOR, ROUND, LINEAR)
         o = dst + b * d_b + row * d_r + col * d_w
         tl.store(o, r.to(tl.uint8), mask=mask)
         tl.store(o + d_c, g.to(tl.uint8), mask=mask)
         tl.store(o + 2 * d_c, bl.to(tl.uint8), mask=mask)
 
     @triton.jit
-    def hpass_kernel(src, tmp, xidx, xw, H, NW, K, s_b, s_r, s_c, t_b, t_c, t_r,
+    def hpass_kernel(src, tmp, xidx, xw, H, W, NW, K, s_b, s_r, s_c, t_b, t_c, t_r,
                      y_off, c_off, y_gain, r_v, g_u, g_v, b_u,
-                     SHIFT: tl.constexpr, FLOOR: tl.constexpr, ROUND: tl.constexpr,
+                     SHIFT: tl.constexpr, FLOOR: tl.constexpr, ROUND: tl.constexpr, LINEAR: tl.constexpr,
                      BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
         """Pass 1: convert and resample along x. tmp[b, c, y, ox] = sum_k w[ox, k] rgb(y, idx[ox, k])."""
         ox = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -131,8 +150,8 @@ if triton is not None:  # pragma: no cover - compiled and run on the GPU host
         for k in range(0, K):
             col = tl.load(xidx + ox * K + k, mask=cmask, other=0)
             w = tl.load(xw + ox * K + k, mask=cmask, other=0.0)
-            r, g, bl = _sample(base, rows[:, None], col[None, :], H, s_r, s_c, mask, y_off, c_off,
-                               y_gain, r_v, g_u, g_v, b_u, SHIFT, FLOOR, ROUND)
+            r, g, bl = _sample(base, rows[:, None], col[None, :], H, W, s_r, s_c, mask, y_off, c_off,
+                               y_gain, r_v, g_u, g_v, b_u, SHIFT, FLOOR, ROUND, LINEAR)
             acc_r += w[None, :] * r
             acc_g += w[None, :] * g
             acc_b += w[None, :] * bl
@@ -177,10 +196,11 @@ if triton is not None:  # pragma: no cover - compiled and run on the GPU host
         tl.store(o + 2 * o_c, vb.to(ty), mask=omask)
 
     @triton.jit
-    def direct_kernel(src, out, yidx, yw, xidx, xw, H, NH, NW, KY, KX, HO, WO, pad_y, pad_x,
+    def direct_kernel(src, out, yidx, yw, xidx, xw, H, W, NH, NW, KY, KX, HO, WO, pad_y, pad_x,
                       s_b, s_r, s_c, o_b, o_c, o_r, o_w,
                       y_off, c_off, y_gain, r_v, g_u, g_v, b_u,
-                      SHIFT: tl.constexpr, FLOOR: tl.constexpr, ROUND: tl.constexpr, PAD: tl.constexpr,
+                      SHIFT: tl.constexpr, FLOOR: tl.constexpr, ROUND: tl.constexpr, LINEAR: tl.constexpr,
+                      PAD: tl.constexpr,
                       BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
         """One pass: every output pixel converts and weights its whole KY x KX source footprint."""
         ocol = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -203,8 +223,8 @@ if triton is not None:  # pragma: no cover - compiled and run on the GPU host
             for kx in range(0, KX):
                 col = tl.load(xidx + rxc * KX + kx, mask=cmask, other=0)
                 wx = tl.load(xw + rxc * KX + kx, mask=cmask, other=0.0)
-                r, g, bl = _sample(base, row[:, None], col[None, :], H, s_r, s_c, inside, y_off, c_off,
-                                   y_gain, r_v, g_u, g_v, b_u, SHIFT, FLOOR, ROUND)
+                r, g, bl = _sample(base, row[:, None], col[None, :], H, W, s_r, s_c, inside, y_off, c_off,
+                                   y_gain, r_v, g_u, g_v, b_u, SHIFT, FLOOR, ROUND, LINEAR)
                 w = wy[:, None] * wx[None, :]
                 acc_r += w * r
                 acc_g += w * g
