@@ -7,7 +7,10 @@ host. Each kept frame is copied once, device to device, from the decoder's frame
 the next ``Decode`` call reuses) into its row of a pooled ``(B, H*3/2, W)`` batch buffer. NVDEC
 runs as several sessions over keyframe-aligned segments of the file (see
 :mod:`vidpipe.decode.parallel`), by default two per NVDEC engine, which is what it takes to keep
-all engines busy; short clips get as many sessions as they have segments.
+all engines busy; short clips get as many sessions as they have segments. Sessions are pooled
+across decoders (:mod:`vidpipe.decode.nvdec_pool`): the driver creates NVDEC decoders one at a
+time, about 50 ms each, so they are created once per process (or ahead of time with
+:func:`warm_sessions`) and reused for every file of the same kind.
 
 Output: :class:`~vidpipe.types.FrameBatch` with ``format="nv12"`` (``uint8``) or ``"p010"``
 (``uint16``, 10-bit samples in the high bits, as NVDEC writes P016) and the stream's
@@ -74,7 +77,7 @@ if TYPE_CHECKING:
     from vidpipe.decode.segments import Segment, StreamIndex
     from vidpipe.types import Packet
 
-__all__ = ["NvdecDecoder", "NvdecSession", "check", "create", "default_workers"]
+__all__ = ["NvdecDecoder", "NvdecSession", "check", "create", "default_workers", "warm_sessions", "session_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +118,16 @@ def default_workers(device: "torch.device", codec: str = "h264") -> int:
     return SESSIONS_PER_ENGINE * num_engines(_gpu(device), canonical_codec(codec))
 
 
+def _extradata(info: StreamInfo) -> bytes | None:
+    """The container's codec header for codecs whose decoder needs it in-band (MPEG-4 Part 2 ...)."""
+    if canonical_codec(info.codec) not in _PREPEND_EXTRADATA:
+        return None
+    from vidpipe.decode.demux import Demuxer
+
+    with Demuxer(info.source) as dmx:
+        return dmx.extradata
+
+
 def _address(data: bytes) -> int:
     """Address of a bytes object's buffer (no copy); valid while ``data`` lives."""
     return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
@@ -144,17 +157,23 @@ class _NvFrame:
         return 0
 
 
+def session_key(info: StreamInfo, device: "torch.device") -> tuple:
+    """What makes two streams able to share an initialized NVDEC session."""
+    return (_gpu(device), canonical_codec(info.codec), info.bit_depth, info.profile, info.width, info.height)
+
+
 class NvdecSession:
     """One PyNvVideoCodec decoder on its own PyTorch CUDA stream (used by one thread at a time).
 
     Frames it returns are views of the decoder's frame buffer, valid until the next
-    :meth:`feed`/:meth:`finish`.
+    :meth:`feed`/:meth:`finish`. :meth:`close` returns a healthy session to the process-wide
+    pool (:mod:`vidpipe.decode.nvdec_pool`); one that raised is destroyed.
     """
 
     kind = "nvdec"
     layout = "yuv"
 
-    def __init__(self, info: StreamInfo, device: "torch.device") -> None:
+    def __init__(self, info: StreamInfo, device: "torch.device", *, pooled: bool = True) -> None:
         import torch
 
         nvc = nvdec_module()
@@ -163,6 +182,9 @@ class NvdecSession:
         if member is None:
             raise UnsupportedError(f"{info.source}: NVDEC does not decode {codec}")
         self.info = info
+        self.key = session_key(info, device)
+        self.pooled = pooled
+        self.broken = False
         self._nvc = nvc
         self.stream = torch.cuda.Stream(device)
         self._decoder = nvc.CreateDecoder(
@@ -174,16 +196,31 @@ class NvdecSession:
             outputColorType=nvc.OutputColorType.NATIVE,
         )
         self._packet = nvc.PacketData()
-        self._extradata: bytes | None = None
+        self._drained = True  # nothing pending: may go back to the pool
         self._prepend = False
-        if codec in _PREPEND_EXTRADATA:
-            from vidpipe.decode.demux import Demuxer
+        self._extradata = _extradata(info)
 
-            with Demuxer(info.source) as dmx:
-                self._extradata = dmx.extradata
+    @classmethod
+    def acquire(cls, info: StreamInfo, device: "torch.device") -> "NvdecSession":
+        """A pooled, already initialized session for this kind of stream, or a new one."""
+        from vidpipe.decode.nvdec_pool import POOL
+
+        sess = POOL.acquire(session_key(info, device), lambda: cls(info, device))
+        if sess.info.source != info.source:  # a reused session: now decoding another file
+            sess.info = info
+            sess._extradata = _extradata(info)
+        return sess
 
     def start(self, segment: "Segment") -> None:
         self._prepend = self._extradata is not None
+
+    def _decode(self, pd: Any) -> list[_NvFrame]:
+        try:
+            frames = self._decoder.Decode(pd)  # releases the GIL
+        except BaseException:
+            self.broken = True
+            raise
+        return [_NvFrame(f, self) for f in frames]
 
     def feed(self, packet: "Packet") -> list[_NvFrame]:
         data = packet.data
@@ -194,15 +231,64 @@ class NvdecSession:
         pd.bsl_data = _address(data)
         pd.bsl = len(data)
         pd.pts = packet.pts if packet.pts is not None else -1
-        frames = self._decoder.Decode(pd)  # releases the GIL; ``data`` stays alive meanwhile
-        return [_NvFrame(f, self) for f in frames]
+        self._drained = False
+        return self._decode(pd)  # ``data`` stays alive until Decode returns
 
     def finish(self) -> list[_NvFrame]:
-        frames = self._decoder.Decode(self._nvc.PacketData())  # end of stream: drain
-        return [_NvFrame(f, self) for f in frames]
+        """Drain the decoder (end of stream); it then takes a new keyframe-started segment."""
+        frames = self._decode(self._nvc.PacketData())
+        self._drained = True
+        return frames
 
     def close(self) -> None:
+        """Back to the pool when drained and healthy, else destroyed."""
+        if self._decoder is None:
+            return
+        if self.pooled and not self.broken and self._drained:
+            from vidpipe.decode.nvdec_pool import POOL
+
+            POOL.release(self.key, self, NvdecSession.destroy)
+        else:
+            self.destroy()
+
+    def destroy(self) -> None:
+        """Free the decoder now."""
         self._decoder = None
+
+
+def warm_sessions(
+    source: "StreamInfo | str | os.PathLike", device: "torch.device | str" = "cuda", count: int | None = None
+) -> int:
+    """Initialize ``count`` NVDEC sessions for ``source``'s kind of stream (default: the decoder's
+    default number) and leave them in the pool, so the next :class:`NvdecDecoder` of such a
+    stream starts without the driver's serialized session creation (about 50 ms each). Returns
+    the number of idle sessions now pooled for it."""
+    from vidpipe.decode.demux import ANNEXB_FILTERS, Demuxer
+    from vidpipe.decode.nvdec_pool import POOL
+    from vidpipe.decode.probe import probe
+    from vidpipe.device import resolve_device
+
+    info = source if isinstance(source, StreamInfo) else probe(source)
+    dev = resolve_device(device)
+    why = check(info, dev)
+    if why is not None:
+        raise UnsupportedError(f"NVDEC cannot decode {info.source}: {why}")
+    n = count if count is not None else default_workers(dev, info.codec)
+    key = session_key(info, dev)
+    with Demuxer(info.source, annexb=canonical_codec(info.codec) in ANNEXB_FILTERS) as dmx:
+        first = next((p for p in dmx.packets() if p.is_key), None)
+    if first is None:
+        return POOL.idle(key)
+    sessions = []
+    for _ in range(max(0, n - POOL.idle(key))):
+        sess = NvdecSession(info, dev)
+        sess.start(None)  # type: ignore[arg-type]
+        sess.feed(first)
+        sess.finish()
+        sessions.append(sess)
+    for sess in sessions:
+        sess.close()
+    return POOL.idle(key)
 
 
 class NvdecDecoder(SegmentParallelDecoder):
@@ -263,7 +349,7 @@ class NvdecDecoder(SegmentParallelDecoder):
                 extradata = dmx.extradata
 
         def session(worker: int) -> NvdecSession:
-            return NvdecSession(info, dev)
+            return NvdecSession.acquire(info, dev)
 
         def cpu_session(worker: int) -> PyAVSession:
             import torch

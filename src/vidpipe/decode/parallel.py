@@ -300,9 +300,11 @@ class SegmentParallelDecoder(Decoder):
                 f"{self.info.source}: {lost}{first}{more}; the {self.frames_delivered} frames decoded were kept"
             )
             logger.warning("%s", self.error)
-        elif self.frames_missing and logger.isEnabledFor(logging.INFO):
-            logger.info(
-                "%s: %d planned frame(s) did not come out of the decoder", self.info.source, self.frames_missing
+        elif self.frames_missing:
+            logger.warning(
+                "%s: %d planned frame(s) did not come out of the decoder (damaged data?)",
+                self.info.source,
+                self.frames_missing,
             )
 
     # ---------------------------------------------------------------------- segment decoding

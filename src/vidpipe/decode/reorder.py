@@ -9,10 +9,16 @@ Positions nobody will fill (a frame that could not be decoded) are declared with
 :meth:`~ReorderBuffer.skip`; the consumer receives them as :data:`MISSING` and moves on.
 :meth:`~ReorderBuffer.fail` wakes every waiting thread with an error and :meth:`~ReorderBuffer.cancel`
 stops everything (the consumer went away), so one failing producer never hangs the others.
+
+Wake-ups are targeted: the consumer is woken only when the position it waits for arrives, and a
+producer waiting in :meth:`~ReorderBuffer.reserve` only when the consumer has moved far enough
+for its position (a heap of waiters), so many producers cost no thundering herd per frame.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
 from typing import Any, Generic, TypeVar
 
@@ -56,7 +62,9 @@ class ReorderBuffer(Generic[T]):
         self._end: int | None = total
         self._error: BaseException | None = None
         self._cancelled = False
-        self._cond = threading.Condition()
+        self._cond = threading.Condition()  # the consumer waits on this one
+        self._waiters: list[tuple[int, int, threading.Event]] = []  # (position, n, event) heap
+        self._seq = itertools.count()
         self.peak = 0  # most items held at once
         self.missing = 0  # positions delivered as MISSING
 
@@ -80,13 +88,25 @@ class ReorderBuffer(Generic[T]):
         ``TimeoutError`` after ``timeout`` seconds.
         """
         with self._cond:
-            ok = self._cond.wait_for(
-                lambda: self._cancelled or self._error is not None or position < self._next + self.capacity,
-                timeout,
-            )
             self._check_open()
-            if not ok:
+            if position < self._next + self.capacity:
+                return
+            event = threading.Event()
+            heapq.heappush(self._waiters, (position, next(self._seq), event))
+        if not event.wait(timeout):
+            with self._cond:
+                self._check_open()
+                if position < self._next + self.capacity:
+                    return
                 raise TimeoutError(f"position {position} not writable after {timeout}s (consumer at {self._next})")
+        with self._cond:
+            self._check_open()
+
+    def _wake_writers(self, everyone: bool = False) -> None:
+        """Release the waiters now allowed to write (all of them with ``everyone``); lock held."""
+        limit = self._next + self.capacity
+        while self._waiters and (everyone or self._waiters[0][0] < limit):
+            heapq.heappop(self._waiters)[2].set()
 
     def put(self, position: int, item: T, timeout: float | None = None) -> None:
         """Store ``item`` at ``position`` (blocking like :meth:`reserve`). A position already
@@ -101,7 +121,7 @@ class ReorderBuffer(Generic[T]):
             self._items[position] = item
             self.peak = max(self.peak, len(self._items))
             if position == self._next:
-                self._cond.notify_all()
+                self._cond.notify()
 
     def skip(self, start: int, end: int | None = None) -> int:
         """Mark the unfilled positions in ``[start, end)`` (default: just ``start``) as missing.
@@ -114,8 +134,8 @@ class ReorderBuffer(Generic[T]):
                 if p not in self._items:
                     self._items[p] = MISSING
                     n += 1
-            if n:
-                self._cond.notify_all()
+            if n and start <= self._next:
+                self._cond.notify()
         return n
 
     def close(self, end: int | None = None) -> None:
@@ -133,6 +153,7 @@ class ReorderBuffer(Generic[T]):
             if self._error is None:
                 self._error = error
             self._cond.notify_all()
+            self._wake_writers(everyone=True)
 
     def cancel(self) -> None:
         """Stop everything (the consumer is gone); waiting producers get :class:`Cancelled`."""
@@ -140,6 +161,7 @@ class ReorderBuffer(Generic[T]):
             self._cancelled = True
             self._items.clear()
             self._cond.notify_all()
+            self._wake_writers(everyone=True)
 
     # ------------------------------------------------------------------------------- consumer
 
@@ -169,7 +191,7 @@ class ReorderBuffer(Generic[T]):
                 if item is MISSING:
                     self.missing += 1
                 self._next += 1
-                self._cond.notify_all()
+                self._wake_writers()
                 return position, item
             return None
 

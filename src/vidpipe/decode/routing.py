@@ -31,6 +31,8 @@ logger = logging.getLogger(__name__)
 
 #: seek instead of reading on when the next needed packet is at least this many packets ahead
 SEEK_GAP = 96
+#: damaged packets the Annex-B filter may reject before reading gives up
+MAX_REJECTED = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,7 @@ def route_packets(demuxer: "Demuxer", plan: "DecodePlan", *, seek_gap: int = SEE
     nxt = 0  # next segment not yet ended
     error: Exception | None = None
     seeked_for = -1  # the segment the last seek aimed at (never seek twice for one)
+    rejected = 0
     check_landing = False
     if first > seek_gap:
         _seek(demuxer, plan, 0)
@@ -74,6 +77,16 @@ def route_packets(demuxer: "Demuxer", plan: "DecodePlan", *, seek_gap: int = SEE
                 pkt = next(packets)
             except StopIteration:
                 break
+            except DecodeError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the bitstream filter rejected a damaged packet
+                rejected += 1
+                if rejected > MAX_REJECTED:
+                    raise DecodeError(f"{plan.index.source}: too many damaged packets ({exc})") from exc
+                log = logger.warning if rejected == 1 else logger.debug
+                log("%s: dropped a packet the bitstream filter rejected (%s)", plan.index.source, exc)
+                packets = demuxer.packets()  # the demuxer reads on after the damaged packet
+                continue
             n = packet_of.get(pkt.pts) if pkt.pts is not None else None
             if n is None:
                 continue  # not in the scan (e.g. appeared after a damaged stretch)
