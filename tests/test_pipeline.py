@@ -153,3 +153,16 @@ def test_image_folder_rows_per_image_and_bad_files_skipped(tmp_path):
     # A truncated JPEG is either decoded with its missing part grey (libjpeg's behaviour) or skipped.
     assert "broken.jpg" in skipped or "broken.jpg" in labels
     assert summary.sources[0].status == "ok"
+
+
+def test_names_file_overrides_class_names(tmp_path):
+    from conftest import DATA_DIR
+
+    names = tmp_path / "my.names"
+    names.write_text("\n".join(f"thing{i}" for i in range(80)) + "\n")
+    run = vidpipe.detect(DATA_DIR / "images" / "dog.jpg", device="cpu", names=names)
+    labels = [lab for r in run for lab in r.labels()]
+    assert labels and all(lab.startswith("thing") for lab in labels)
+    assert "thing16" in labels  # COCO id 16 is "dog"
+    with pytest.raises(vidpipe.ModelError, match="yolov5"):
+        vidpipe.detect(DATA_DIR / "images" / "dog.jpg", device="cpu", head="detr")

@@ -27,6 +27,8 @@ def build_detector(
     classes: "str | Sequence[str | int] | None" = None,
     max_det: int = 300,
     imgsz: "int | tuple[int, int] | None" = None,
+    names: "Sequence[str] | str | os.PathLike | None" = None,
+    head: str | None = None,
 ) -> "Detector":
     """Load ``model`` (a bundled name, a file, or a loaded Model) and wrap it with NMS settings."""
     from vidpipe.models.base import Model
@@ -38,7 +40,7 @@ def build_detector(
     if isinstance(imgsz, int):
         imgsz = (imgsz, imgsz)
     if not isinstance(model, Model):
-        model = load_model(os.fspath(model), device=device, dtype=dtype, input_size=imgsz)
+        model = load_model(os.fspath(model), device=device, dtype=dtype, input_size=imgsz, names=names, head=head)
     class_ids = None if classes is None else resolve_classes(classes, model.info.names)
     return Detector(model, config=DetectorConfig(conf=conf, iou=iou, classes=class_ids, max_det=max_det))
 
@@ -60,6 +62,8 @@ def detect(
     max_det: int = 300,
     imgsz: "int | tuple[int, int] | None" = None,
     dtype: str = "auto",
+    names: "Sequence[str] | str | os.PathLike | None" = None,
+    head: str | None = None,
     strict_gpu: bool = False,
     results_on_host: bool = False,
     **pipeline_options: Any,
@@ -77,6 +81,9 @@ def detect(
             frames per video.
         conf, iou, classes, max_det: detection thresholds, class filter (names or ids), cap.
         imgsz: model input size (default: the model's).
+        dtype: ``"auto"`` (FP16 on CUDA, FP32 on the CPU), ``"fp16"`` or ``"fp32"``.
+        names: class names (list or names file) for models that carry none; ``head``: force the
+            output head (``"yolov5"``, ``"yolov8"``, ``"detr"``, ``"rfdetr"``, ``"torchvision"``).
         strict_gpu: raise instead of falling back to a CPU stage on a GPU device.
         results_on_host: move detections to the CPU before yielding (default: keep them on the
             device until you ask).
@@ -123,6 +130,15 @@ def detect(
     if not specs:
         raise SourceError("none of the inputs can be read: " + "; ".join(reason for _, reason in failed))
     detector = build_detector(
-        model, device=device, dtype=dtype, conf=conf, iou=iou, classes=classes, max_det=max_det, imgsz=imgsz
+        model,
+        device=device,
+        dtype=dtype,
+        conf=conf,
+        iou=iou,
+        classes=classes,
+        max_det=max_det,
+        imgsz=imgsz,
+        names=names,
+        head=head,
     )
     return DetectionRun(specs, detector, config, failed=failed)

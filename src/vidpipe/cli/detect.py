@@ -33,6 +33,12 @@ def add_parser(sub, common) -> None:
     p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold (default: %(default)s)")
     p.add_argument("--classes", default=None, help="comma-separated class names or ids to keep, e.g. person,car")
     p.add_argument("--imgsz", type=int, default=None, help="model input size (default: the model's)")
+    p.add_argument("--names", default=None, metavar="FILE", help="class names file (.names/.txt/.json/.yaml)")
+    p.add_argument(
+        "--head", default=None, choices=("yolov5", "yolov8", "detr", "rfdetr", "torchvision"),
+        help="output head of the model (default: detected from its output shapes)",
+    )
+    p.add_argument("--dtype", default="auto", choices=("auto", "fp16", "fp32"), help="model precision (default: %(default)s)")
     p.add_argument(
         "--letterbox", choices=("square", "rect"), default="square",
         help="square: the model's full input (Darknet's); rect: trim padding to the stride (faster)",
@@ -80,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
         iou=args.iou,
         classes=args.classes,
         imgsz=args.imgsz,
+        names=args.names,
+        head=args.head,
+        dtype=args.dtype,
         strict_gpu=args.strict_gpu,
         results_on_host=True,
         letterbox=args.letterbox,

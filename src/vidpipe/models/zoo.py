@@ -52,6 +52,8 @@ class LoadRequest:
         device: where it runs. dtype: the dtype it runs in (``float16`` or ``float32``).
         input_size: ``(H, W)`` or an int, ``None`` for the model's own.
         weights: the weights file for formats that keep them apart (a Darknet cfg), else ``None``.
+        names: class names given by the caller (a list or a names file), overriding the model's.
+        head: output head name forced by the caller (``None``: detected from the outputs).
     """
 
     name: str
@@ -59,6 +61,8 @@ class LoadRequest:
     dtype: "torch.dtype"
     input_size: int | tuple[int, int] | None = None
     weights: Path | None = None
+    names: "Sequence[str] | str | Path | None" = None
+    head: str | None = None
 
 
 Loader = Callable[[Path, LoadRequest], "Model"]
@@ -89,13 +93,24 @@ def _load_darknet(cfg_path: Path, weights: Path, req: LoadRequest) -> "Model":
         )
     net = DarknetNet(read_cfg(cfg_path))
     load_darknet_weights(net, weights)
-    names = _names_beside(cfg_path)
+    _check_darknet_head(req)
+    if req.names is not None:
+        from vidpipe.models.names import resolve_names
+
+        names = resolve_names(req.names, num_classes=net.num_classes, model=str(cfg_path))[: net.num_classes]
+    else:
+        names = _names_beside(cfg_path)
     if names is not None and len(names) != net.num_classes:
         raise ModelError(
             f"{cfg_path}: the class-name file beside it has {len(names)} names but the cfg has "
             f"{net.num_classes} classes"
         )
     return DarknetModel(net, name=req.name, names=names, device=req.device, dtype=req.dtype, input_size=req.input_size)
+
+
+def _check_darknet_head(req: LoadRequest) -> None:
+    if req.head not in (None, "yolov5"):
+        raise ModelError(f"Darknet models use the 'yolov5' head (decoded YOLO layers), not head={req.head!r}")
 
 
 def _load_cfg(path: Path, req: LoadRequest) -> "Model":
@@ -112,12 +127,18 @@ def _load_weights(path: Path, req: LoadRequest) -> "Model":
 def _load_bundle(path: Path, req: LoadRequest) -> "Model":
     from vidpipe.models.darknet import DarknetModel, build_net, read_bundle
 
+    _check_darknet_head(req)
     bundle = read_bundle(path)
     name = bundle.name if req.name == path.stem else req.name
+    names = bundle.names
+    if req.names is not None:
+        from vidpipe.models.names import resolve_names
+
+        names = resolve_names(req.names, num_classes=len(bundle.names), model=name)[: len(bundle.names)]
     return DarknetModel(
         build_net(bundle),
         name=name,
-        names=bundle.names,
+        names=names,
         device=req.device,
         dtype=req.dtype,
         input_size=req.input_size,
@@ -181,6 +202,8 @@ def load_model(
     dtype: DType = "auto",
     input_size: int | Sequence[int] | None = None,
     weights: str | Path | None = None,
+    names: "Sequence[str] | str | Path | None" = None,
+    head: str | None = None,
 ) -> "Model":
     """Load a detection model, ready to run on ``device``.
 
@@ -196,6 +219,10 @@ def load_model(
         input_size: ``(H, W)`` (or one int) the model is fed; default the model's own (416x416 for
             yolov3-tiny). Must be a multiple of the model's stride.
         weights: the weights of a ``.cfg`` when they are not beside it.
+        names: class names (a list, or a ``.names``/``.txt``/``.json``/``.yaml`` file) for models
+            whose files carry none (ONNX, TorchScript, ...).
+        head: force the output head (``"yolov5"``, ``"yolov8"``, ``"detr"``, ``"rfdetr"``,
+            ``"torchvision"``) instead of detecting it from the output shapes.
 
     Raises:
         ModelError: unknown name or format, missing or inconsistent files.
@@ -230,5 +257,7 @@ def load_model(
         dtype=torch_dtype,
         input_size=size,  # type: ignore[arg-type]
         weights=Path(weights).expanduser() if weights is not None else None,
+        names=names,
+        head=head,
     )
     return loader(path, req)
