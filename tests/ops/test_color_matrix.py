@@ -75,7 +75,9 @@ def _convert(yuv, color, bits=8, **kw):
     return yuv_to_rgb(y, uv, color, bit_depth=bits, **kw)[0, :, 0, 0].tolist()
 
 
-COLOURS = [(0, 0, 0), (255, 255, 255), (255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 255), (255, 0, 255)]
+COLOURS = [
+    (0, 0, 0), (255, 255, 255), (255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 255), (255, 0, 255)
+]
 
 
 @pytest.mark.parametrize("color", SPECS, ids=str)

@@ -34,7 +34,9 @@ def _data(fmt, h, w, b=3, seed=0):
     return (torch.randint(0, 1024, (b, h * 3 // 2, w), generator=g, dtype=torch.int32) << 6).to(torch.uint16).cuda()
 
 
-@pytest.mark.parametrize("color", [ColorSpec("bt709", "limited"), ColorSpec("bt601", "full"), ColorSpec("bt2020", "limited")], ids=str)
+@pytest.mark.parametrize(
+    "color", [ColorSpec("bt709", "limited"), ColorSpec("bt601", "full"), ColorSpec("bt2020", "limited")], ids=str
+)
 def test_rgb_kernel_is_bit_exact(color):
     batch = frame_batch(_data("nv12", 242, 322), color)
     assert torch.equal(nv12_to_rgb(batch, backend="triton"), nv12_to_rgb(batch, backend="torch"))

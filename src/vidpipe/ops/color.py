@@ -233,7 +233,9 @@ def yuv_to_rgb(
     if rounding == "none" and not dtype.is_floating_point:
         raise ValueError("rounding='none' needs a float dtype")
     if y.ndim != 3 or uv.ndim != 4 or uv.shape[-1] != 2:
-        raise ValueError(f"yuv_to_rgb expects y (B, H, W) and uv (B, H/2, W/2, 2), got {tuple(y.shape)}, {tuple(uv.shape)}")
+        raise ValueError(
+            f"yuv_to_rgb expects y (B, H, W) and uv (B, H/2, W/2, 2), got {tuple(y.shape)}, {tuple(uv.shape)}"
+        )
     b, h, w = y.shape
     if uv.shape[:3] != (b, (h + 1) // 2, (w + 1) // 2):
         raise ValueError(f"chroma {tuple(uv.shape)} does not match luma {tuple(y.shape)} for 4:2:0")

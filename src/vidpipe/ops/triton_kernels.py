@@ -1,7 +1,8 @@
 """Triton kernels for NV12 / P010 -> RGB, fused with the letterbox resize (CUDA).
 
-Importing this module never fails: without Triton (CPU-only installs, this package's CI)
-:func:`available` is False and the kernels are not defined. :mod:`vidpipe.ops.fused` picks the
+Importing this module never fails: without Triton (torch builds that do not ship it, a broken
+install) :func:`available` is False, with the reason in :func:`unavailable_reason`, and the
+kernels are not defined. :mod:`vidpipe.ops.fused` picks the
 kernels when the frames are on a CUDA device and Triton imports, else its PyTorch path.
 
 Per source sample the kernels compute exactly what :func:`vidpipe.ops.color.yuv_to_rgb` does
