@@ -63,6 +63,35 @@ def produce_chunks(
         raise ValueError(f"unknown source kind {kind!r}")
 
 
+def _drive(
+    batches: Iterator[Any],
+    to_input: Any,
+    *,
+    device: Any,
+    stop: threading.Event,
+    stats: "PipelineStats",
+) -> Iterator[tuple[ModelInput, Any]]:
+    """Pull decoded batches and turn them into model inputs on the worker's own CUDA stream.
+
+    The decode step (``next(batches)``) runs inside the stream scope too: a decoder that uploads
+    (PyAV -> CUDA) or copies (NVDEC) queues that work on the current stream, which must be the
+    worker's, so the ready event recorded after ``to_input`` covers it.
+    """
+    stream, scope = _stream_scope(device)
+    while not stop.is_set():
+        with scope:
+            t0 = time.perf_counter()
+            batch = next(batches, None)
+            if batch is None:
+                return
+            t1 = time.perf_counter()
+            inp = to_input(batch)
+            ready = _ready_event(stream)
+        stats.add("decode", t1 - t0, len(batch))
+        stats.add("preprocess", time.perf_counter() - t1, len(batch))
+        yield inp, ready
+
+
 def _video_chunks(
     state: "SourceState",
     *,
@@ -78,7 +107,11 @@ def _video_chunks(
     device = detector.device
     info = detector.model.info
     mode = config.letterbox if info.dynamic_shape else "square"
-    stream, scope = _stream_scope(device)
+
+    def to_input(fb: Any) -> ModelInput:
+        size = canvas_size(fb.height, fb.width, detector.input_size, stride=info.stride, mode=mode)
+        return preprocess(fb, size=size, dtype=detector.dtype, device=device)
+
     with open_decoder(
         state.spec.location,
         device=device,
@@ -89,22 +122,7 @@ def _video_chunks(
         state.decoder = dec.choice.name
         state.decoder_reason = dec.choice.reason
         state.expected_frames = _expected_frames(dec.info, config)
-        batches = dec.batches(config.batch_size)
-        while not stop.is_set():
-            # Decode inside the stream scope too: a decoder that uploads (PyAV -> CUDA) or copies
-            # (NVDEC) queues that work on the current stream, which must be the worker's.
-            with scope:
-                t0 = time.perf_counter()
-                fb = next(batches, None)
-                if fb is None:
-                    break
-                t1 = time.perf_counter()
-                size = canvas_size(fb.height, fb.width, detector.input_size, stride=info.stride, mode=mode)
-                inp = preprocess(fb, size=size, dtype=detector.dtype, device=device)
-                ready = _ready_event(stream)
-                stats.add("decode", t1 - t0, len(fb))
-                stats.add("preprocess", time.perf_counter() - t1, len(fb))
-            yield inp, ready
+        yield from _drive(dec.batches(config.batch_size), to_input, device=device, stop=stop, stats=stats)
         if dec.error is not None:
             state.status = "partial"
             state.error = str(dec.error)
@@ -138,11 +156,9 @@ def _image_chunks(
     """
     import vidpipe.images as vi
 
-    device = detector.device
-    stream, scope = _stream_scope(device)
     loader = vi.load(
         state.spec.location,
-        device=device,
+        device=detector.device,
         batch_size=config.batch_size,
         size=detector.input_size,
         mode="letterbox",
@@ -151,18 +167,8 @@ def _image_chunks(
     )
     state.decoder = loader.decoder
     state.expected_frames = loader.total
-    batches = iter(loader)
     try:
-        while not stop.is_set():
-            with scope:
-                t0 = time.perf_counter()
-                batch = next(batches, None)
-                if batch is None:
-                    break
-                inp = batch.to_model_input()
-                ready = _ready_event(stream)
-            stats.add("decode", time.perf_counter() - t0, len(batch))
-            yield inp, ready
+        yield from _drive(iter(loader), lambda b: b.to_model_input(), device=detector.device, stop=stop, stats=stats)
     finally:
         state.decoder = loader.decoder
         state.extra["skipped"] = [s.to_dict() for s in loader.skipped]
