@@ -10,6 +10,7 @@ Peers, one after another on the same file(s), each measured with
 - ``opencv``: ``cv2.VideoCapture`` to BGR uint8 (if OpenCV is installed);
 - ``nvdec-1``: :class:`~vidpipe.decode.nvdec.NvdecDecoder` with one session, then the fused
   NV12 -> letterboxed FP16 preprocessing (:func:`vidpipe.ops.preprocess.preprocess`);
+  like the CPU peers, on the first ``reference_frames`` frames only;
 - ``nvdec``: the same with the default segment-parallel sessions: what ``vidpipe detect`` feeds
   its model;
 - ``nvdec-decode``: segment-parallel NVDEC to NV12 batches, without preprocessing;
@@ -26,6 +27,7 @@ numbers (see :func:`targets`).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import platform
@@ -88,6 +90,7 @@ class _Ctx:
     workers: int | None
     ceiling_sessions: int
     ceiling_frames: int | None
+    reference_frames: int | None = None
     memory: dict = field(default_factory=dict)
 
 
@@ -102,7 +105,8 @@ def run_decode_bench(
     repeat: int = 1,
     workers: int | None = None,
     ceiling_sessions: int = 28,
-    ceiling_frames: int | None = None,
+    ceiling_frames: int | None = 600,
+    reference_frames: int | None = 1200,
     frames: int | None = None,
     work_dir: str | Path | None = None,
 ) -> DecodeBenchResult:
@@ -121,6 +125,9 @@ def run_decode_bench(
         workers: NVDEC sessions of the ``nvdec`` peers (``None``: the default, two per engine).
         ceiling_sessions, ceiling_frames: the independent-sessions ceiling (frames per session,
             ``None``: the whole file).
+        reference_frames: the peers other than ``nvdec``/``nvdec-decode`` (PyAV, OpenCV, one
+            NVDEC session) decode only the first this many frames: their rate is steady from the
+            start, and a long clip at 200 frames/s would take minutes. ``None``: the whole file.
         frames: frames of generated clips (``None``: the preset's).
     """
     import tempfile
@@ -152,7 +159,7 @@ def run_decode_bench(
         describe = (f"{info.codec} {info.width}x{info.height} {info.pix_fmt}, {info.frame_count} frames, "
                     f"{(info.bit_rate or 0) / 1e6:.1f} Mbit/s")  # fmt: skip
         in_rows.append({"name": label, "path": path, "describe": describe})
-        ctx = _Ctx(path, info, dev, batch_size, size, workers, ceiling_sessions, ceiling_frames)
+        ctx = _Ctx(path, info, dev, batch_size, size, workers, ceiling_sessions, ceiling_frames, reference_frames)
         logger.info("bench decode: %s (%s)", label, describe)
         _warm_up(ctx, peers)
         for name in peers:
@@ -235,7 +242,7 @@ def _run_peer(name: str, ctx: _Ctx, repeat: int) -> dict:
 def _pyav_rgb24(ctx: _Ctx) -> tuple[int, dict]:
     import av
 
-    n = 0
+    n, limit = 0, ctx.reference_frames
     with av.open(ctx.path) as container:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
@@ -243,20 +250,28 @@ def _pyav_rgb24(ctx: _Ctx) -> tuple[int, dict]:
         for frame in container.decode(stream):
             frame.to_ndarray(format="rgb24")
             n += 1
+            if limit is not None and n >= limit:
+                break
     return n, {"sessions": 1}
+
+
+def _options(ctx: _Ctx) -> Any:
+    from vidpipe.decode.base import DecodeOptions
+
+    return DecodeOptions(max_frames=ctx.reference_frames)
 
 
 def _pyav(ctx: _Ctx) -> tuple[int, dict]:
     from vidpipe.decode.pyav import PyAVDecoder
 
-    dec = PyAVDecoder(ctx.info, device="cpu", threads=0)
+    dec = PyAVDecoder(ctx.info, device="cpu", threads=0, options=_options(ctx))
     return sum(len(b) for b in dec.batches(ctx.batch_size)), {"sessions": 1}
 
 
 def _pyav_parallel(ctx: _Ctx) -> tuple[int, dict]:
     from vidpipe.decode.parallel import PyAVParallelDecoder
 
-    dec = PyAVParallelDecoder(ctx.info, device="cpu")
+    dec = PyAVParallelDecoder(ctx.info, device="cpu", options=_options(ctx))
     return sum(len(b) for b in dec.batches(ctx.batch_size)), {"sessions": dec.workers}
 
 
@@ -264,9 +279,9 @@ def _opencv(ctx: _Ctx) -> tuple[int, dict]:
     import cv2
 
     cap = cv2.VideoCapture(ctx.path)
-    n = 0
+    n, limit = 0, ctx.reference_frames
     try:
-        while True:
+        while limit is None or n < limit:
             ok, _ = cap.read()
             if not ok:
                 break
@@ -276,13 +291,14 @@ def _opencv(ctx: _Ctx) -> tuple[int, dict]:
     return n, {"sessions": 1}
 
 
-def _nvdec(ctx: _Ctx, *, workers: int | None, preprocess: bool) -> tuple[int, dict]:
+def _nvdec(ctx: _Ctx, *, workers: int | None, preprocess: bool, reference: bool = False) -> tuple[int, dict]:
     import torch
 
     from vidpipe.decode.nvdec import NvdecDecoder
     from vidpipe.ops.preprocess import preprocess as prep
 
-    dec = NvdecDecoder(ctx.info, device=ctx.device, workers=workers)
+    options = _options(ctx) if reference else None
+    dec = NvdecDecoder(ctx.info, device=ctx.device, workers=workers, options=options)
     stream = torch.cuda.Stream(ctx.device)
     n, samples, out = 0, [], None
     with torch.cuda.stream(stream):  # the consumer stream of the decoder's contract
@@ -331,7 +347,7 @@ def nvdec_ceiling(
         try:
             sess = NvdecSession.acquire(info, dev)
             with Demuxer(path, annexb=annexb) as dmx:
-                packets = list(dmx.packets())[:frames] if frames else list(dmx.packets())
+                packets = list(itertools.islice(dmx.packets(), frames))  # frames=None: all
             sess.start(None)  # the driver creates decoders one at a time: do it before the clock
             sess.feed(packets[0])
             sess.finish()
@@ -373,7 +389,7 @@ def _ceiling(ctx: _Ctx) -> tuple[int, dict]:
 def _dali(ctx: _Ctx) -> tuple[int, dict]:
     from vidpipe.decode.dali import DaliDecoder
 
-    dec = DaliDecoder(ctx.info, device=ctx.device)
+    dec = DaliDecoder(ctx.info, device=ctx.device, options=_options(ctx))
     return sum(len(b) for b in dec.batches(ctx.batch_size)), {"sessions": 1}
 
 
@@ -382,7 +398,7 @@ _RUNNERS: dict[str, Callable[[_Ctx], tuple[int, dict]]] = {
     "pyav": _pyav,
     "pyav-parallel": _pyav_parallel,
     "opencv": _opencv,
-    "nvdec-1": lambda c: _nvdec(c, workers=1, preprocess=True),
+    "nvdec-1": lambda c: _nvdec(c, workers=1, preprocess=True, reference=True),
     "nvdec": lambda c: _nvdec(c, workers=c.workers, preprocess=True),
     "nvdec-decode": lambda c: _nvdec(c, workers=c.workers, preprocess=False),
     "nvdec-ceiling": _ceiling,

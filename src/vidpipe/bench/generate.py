@@ -3,8 +3,11 @@
 Content: a fine random texture panned across the frame plus drifting chroma, so every macroblock
 changes every frame and the bitrate is high (about 13 Mbit/s for 1080p30 H.264 at the default
 quality): a decoder-heavy clip, not a flat one that compresses to nothing. Keyframes every
-``gop`` frames, no B-frames (``ultrafast``/``superfast`` presets, to keep generation quick).
-Generated files are cached by name in the output folder.
+``gop`` frames, no B-frames (``ultrafast`` preset, to keep generation quick).
+
+Long clips are made quickly: ``encode`` frames are encoded once and the encoded packets are
+written ``frames / encode`` times one after another with shifted timestamps (closed GOPs, so the
+file is a valid stream of ``frames`` frames). Generated files are cached by name.
 """
 
 from __future__ import annotations
@@ -23,22 +26,24 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class VideoPreset:
-    """What ``--generate NAME`` makes."""
+    """What ``--generate NAME`` makes: ``frames`` frames (30 fps), of which the first ``encode``
+    are encoded and then repeated (``None``: all encoded)."""
 
     width: int
     height: int
     codec: str  # "h264" | "hevc"
     frames: int
     pix_fmt: str = "yuv420p"
+    encode: int | None = None
 
 
 VIDEO_PRESETS: dict[str, VideoPreset] = {
-    "720p-h264": VideoPreset(1280, 720, "h264", 1800),
-    "1080p-h264": VideoPreset(1920, 1080, "h264", 1200),
-    "1080p-hevc": VideoPreset(1920, 1080, "hevc", 1200),
-    "1080p-hevc10": VideoPreset(1920, 1080, "hevc", 600, "yuv420p10le"),
-    "2160p-hevc": VideoPreset(3840, 2160, "hevc", 300),
-    "2160p-h264": VideoPreset(3840, 2160, "h264", 300),
+    "720p-h264": VideoPreset(1280, 720, "h264", 6000, encode=1200),
+    "1080p-h264": VideoPreset(1920, 1080, "h264", 6000, encode=1200),
+    "1080p-hevc": VideoPreset(1920, 1080, "hevc", 6000, encode=1200),
+    "1080p-hevc10": VideoPreset(1920, 1080, "hevc", 3000, "yuv420p10le", encode=600),
+    "2160p-hevc": VideoPreset(3840, 2160, "hevc", 1200, encode=300),
+    "2160p-h264": VideoPreset(3840, 2160, "h264", 1200, encode=300),
 }
 
 _ENCODER = {"h264": "libx264", "hevc": "libx265"}
@@ -64,20 +69,26 @@ def generate_video(
     fps: int = 30,
     threads: int = 0,
 ) -> Path:
-    """Encode the clip of ``preset`` into ``out_dir`` (reused when already there) and return its path.
+    """Make the clip of ``preset`` in ``out_dir`` (reused when already there) and return its path.
 
-    ``frames`` overrides the preset's count; ``gop`` is the keyframe interval.
+    ``frames`` overrides the preset's count (then all of them are encoded, no repetition);
+    ``gop`` is the keyframe interval.
     """
     import av
     import numpy as np
 
     spec = VIDEO_PRESETS[parse_presets(preset)[0]]
     n = int(frames or spec.frames)
+    unique = n if frames or not spec.encode else min(n, spec.encode)
     out = Path(out_dir) / f"{preset}-{n}f-gop{gop}.mp4"
     if out.exists() and out.stat().st_size > 0:
         logger.info("reusing %s", out)
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
+    if unique < n:
+        base = generate_video(preset, out_dir, frames=unique, gop=gop, fps=fps, threads=threads)
+        _repeat(base, out, n)
+        return out
     tmp = out.with_suffix(".part.mp4")
     w, h = spec.width, spec.height
     rng = np.random.default_rng(0)
@@ -118,3 +129,34 @@ def generate_video(
         "generated %s (%d frames, %.1f MB) in %.1f s", out, n, out.stat().st_size / 1e6, time.perf_counter() - t0
     )
     return out
+
+
+def _repeat(src: Path, dst: Path, frames: int) -> None:
+    """Write ``src``'s video packets again and again (timestamps shifted) until ``frames`` frames."""
+    import av
+
+    tmp = dst.with_suffix(".part.mp4")
+    with av.open(str(src)) as inp:
+        s_in = inp.streams.video[0]
+        packets = [p for p in inp.demux(s_in) if p.size]
+    span = max(p.pts for p in packets) + (packets[1].pts - packets[0].pts if len(packets) > 1 else 1)
+    with av.open(str(src)) as inp, av.open(str(tmp), "w") as out:
+        s_in = inp.streams.video[0]
+        s_out = out.add_stream_from_template(s_in)
+        written = 0
+        shift = 0
+        while written < frames:
+            for p in inp.demux(s_in):
+                if not p.size:
+                    continue
+                if written >= frames:
+                    break
+                p.pts += shift
+                p.dts += shift
+                p.stream = s_out
+                out.mux(p)
+                written += 1
+            shift += span
+            inp.seek(0, stream=s_in)
+    tmp.replace(dst)
+    logger.info("generated %s (%d frames, %.1f MB)", dst, frames, dst.stat().st_size / 1e6)

@@ -55,6 +55,8 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from vidpipe.decode.base import DecodeOptions, StreamInfo
@@ -75,7 +77,7 @@ if TYPE_CHECKING:
     import torch
 
     from vidpipe.decode.segments import Segment, StreamIndex
-    from vidpipe.types import Packet
+    from vidpipe.types import FrameBatch, Packet
 
 __all__ = ["NvdecDecoder", "NvdecSession", "check", "create", "default_workers", "warm_sessions", "session_key"]
 
@@ -89,6 +91,8 @@ nvdec_module()
 #: sessions per NVDEC engine by default (1080p H.264 on an H200: 7 sessions 3,067 fps,
 #: 14 sessions 3,630, 28 sessions 3,825 -- see the notes of the GPU runs)
 SESSIONS_PER_ENGINE = 2
+_active = 0  # NVDEC decoders iterating right now (their default session counts share the engines)
+_active_lock = threading.Lock()
 #: codecs whose container header (extradata) is sent before a segment's first packet
 _PREPEND_EXTRADATA = {"mpeg4", "mpeg1video", "mpeg2video", "vc1"}
 
@@ -298,7 +302,8 @@ class NvdecDecoder(SegmentParallelDecoder):
         source: a :class:`StreamInfo` or a path (probed here).
         device: a CUDA device (``"cuda"``, ``"cuda:1"``, ``torch.device``).
         options: frame selection (stride, time range, count).
-        workers: concurrent NVDEC sessions (``None``: two per NVDEC engine; 1: one session).
+        workers: concurrent NVDEC sessions (``None``: two per NVDEC engine, shared among the
+            NVDEC decoders running at the same time in this process; 1: one session).
         segment_frames: frames per segment (``None``: sized from ``buffer_bytes``).
         buffer_bytes: GPU memory for frames decoded ahead of the consumer (default 2 GiB,
             about 690 1080p frames).
@@ -358,6 +363,7 @@ class NvdecDecoder(SegmentParallelDecoder):
                 info, layout="yuv", annexb=annexb, extradata=extradata, threads=2, stream=torch.cuda.Stream(dev)
             )
 
+        self.auto_workers = workers is None
         super().__init__(
             info,
             device=dev,
@@ -372,3 +378,18 @@ class NvdecDecoder(SegmentParallelDecoder):
             stream_id=stream_id,
             index=index,
         )
+
+    def batches(self, batch_size: int) -> "Iterator[FrameBatch]":
+        """NV12/P016 batches on the GPU; see :meth:`SegmentParallelDecoder.batches` and the stream
+        contract in the module docstring."""
+        global _active
+        with _active_lock:
+            _active += 1
+            share = _active
+        try:
+            if self.auto_workers:  # decoders running at once share the engines
+                self.workers = max(1, default_workers(self.device, self.info.codec) // share)
+            yield from super().batches(batch_size)
+        finally:
+            with _active_lock:
+                _active -= 1

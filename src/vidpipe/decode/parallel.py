@@ -194,7 +194,10 @@ class SegmentParallelDecoder(Decoder):
         window = self._window(batch_size)
         target = None
         if self.workers > 1:
-            target = self.segment_frames or max(1, window // (self.workers + 1))
+            # small enough that every worker has a segment inside the window (in-order delivery
+            # holds about two segments per worker), and at least ~3 segments per worker for balance
+            k = self.workers
+            target = self.segment_frames or max(1, min(window // (2 * k), -(-self.index.packets // (3 * k))))
         plan = plan_decode(self.index, self.options, target_frames=target, cfr_fps=self._cfr_fps())
         if not plan.exact and plan.segments:
             plan = DecodePlan(plan.index, False, plan.segments, decoded_packets=plan.decoded_packets)
