@@ -59,3 +59,17 @@ def test_targets():
     rows[1]["fps"] = 1500.0
     assert not targets(rows)["target_0.85x_ceiling"]
     assert targets([{"peer": "pyav", "fps": 10.0}]) == {}
+
+
+def test_long_clips_repeat_the_encoded_packets(tmp_path, monkeypatch):
+    from vidpipe.bench.generate import VideoPreset
+    from vidpipe.decode.segments import scan_stream
+
+    monkeypatch.setitem(VIDEO_PRESETS, "tiny", VideoPreset(64, 48, "h264", 50, encode=20))
+    path = generate_video("tiny", tmp_path, gop=10)
+    index = scan_stream(path)
+    assert index.packets == 50 and index.error is None
+    assert len(index.keyframes) == 5
+    assert sorted(index.pts) == [i * (index.pts[1] - index.pts[0]) for i in range(50)]  # continuous timestamps
+    with av.open(str(path)) as c:
+        assert sum(1 for _ in c.decode(video=0)) == 50
