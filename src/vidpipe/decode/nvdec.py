@@ -34,8 +34,8 @@ A batch (or any view of it) that you keep is never overwritten: its buffer leave
 **What falls back, and how.** :func:`check` (used by ``decoder="auto"``) sends to PyAV, with
 the reason: no CUDA device, PyNvVideoCodec or the driver's NVDEC library missing, codecs NVDEC
 does not take (MJPEG, ProRes, ...), chroma other than 4:2:0, more than 10 bits, odd sizes, sizes
-outside the GPU's limits, and codec/bit-depth combinations the GPU lacks (H.264 10-bit, AV1 on
-H100/H200: ``GetDecoderCaps`` says unsupported). A decoder session that fails while decoding
+outside the GPU's limits, and codec/bit-depth combinations the GPU lacks (``GetDecoderCaps`` on
+the H200 used here: H.264 8-bit only, no AV1). A decoder session that fails while decoding
 (an exception from PyNvVideoCodec) has its segment decoded again by PyAV on the CPU and uploaded
 as NV12 into the same rows; only if that fails too are the frames missing (``error`` set,
 ``partial`` true), and the other segments go on. Corrupt packets NVDEC can conceal come out as
