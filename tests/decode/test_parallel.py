@@ -219,3 +219,16 @@ def test_uploads_to_cuda_when_asked(make_clip):
     got = [(m.index, b.data[i].cpu()) for b in dec.batches(8) for i, m in enumerate(b.frames)]
     ref = reference(clip.path)
     assert all(torch.equal(a[1], b[2]) for a, b in zip(got, ref)) and len(got) == 30
+
+
+def test_close_stops_a_run_in_progress(make_clip):
+    clip = make_clip(".mp4", frames=120, gop=10, width=160, height=96)
+    before = threading.active_count()
+    with PyAVParallelDecoder(str(clip.path), workers=4, segment_frames=10, buffer_bytes=1 << 20) as dec:
+        it = dec.batches(8)
+        next(it)
+    # closed while suspended: the generator ends at its next step (at most the partial batch it
+    # held), and its threads with it
+    rest = list(it)
+    assert sum(len(b) for b in rest) < 8
+    assert threading.active_count() == before

@@ -316,6 +316,14 @@ class SegmentParallelDecoder(Decoder):
         sec = self.plan.index.seconds(pts) if (self.plan and pts is not None and pts >= 0) else None
         return FrameMeta(self.info.source, self.stream_id, index, sec, self.info.height, self.info.width)
 
+    def close(self) -> None:
+        """Stop a run in progress (its threads end and its sessions are released when the
+        consumer next resumes or drops the generator). Safe to call twice."""
+        cancel = getattr(self, "_cancel", None)
+        if cancel is not None:
+            self._cancel = None
+            cancel()
+
     def _note_error(self, seg: Segment, error: Any) -> None:
         with self._lock:
             self._errors.append(f"segment {seg.number}: {error}")

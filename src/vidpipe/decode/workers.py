@@ -278,6 +278,13 @@ def run_workers(
                 except Exception:  # noqa: BLE001
                     logger.debug("session close failed", exc_info=True)
 
+    def cancel() -> None:  # Decoder.close() while the consumer is suspended in a yield
+        with cond:
+            state["stop"] = True
+            cond.notify_all()
+        reorder.cancel()
+
+    dec._cancel = cancel
     threads = [threading.Thread(target=reader, name="vidpipe-demux", daemon=True)]
     threads += [threading.Thread(target=worker, args=(i,), name=f"vidpipe-dec{i}", daemon=True) for i in range(k)]
     for t in threads:
