@@ -87,6 +87,7 @@ class PipelineConfig:
             start=self.start,
             end=self.end,
             stream_id=stream_id,
+            reuse_buffers=True,  # each batch is preprocessed before the next is requested
         )
 
 

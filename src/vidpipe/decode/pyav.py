@@ -5,10 +5,11 @@ matrix and range (the frame's tags, else the :class:`StreamInfo` convention) int
 and only for frames the :class:`DecodeOptions` keep: a skipped frame is decoded (the codec needs
 it) but never converted or copied.
 
-swscale converts to planar ``gbrp`` with one reused context, and each plane is copied once into
-its channel of a preallocated batch buffer (no HWC->CHW transpose). For 8-bit input the result is
-bit-identical to PyAV's ``reformat(format="rgb24")`` (the reference of :mod:`vidpipe.ops.color`);
-for 10-bit input it is closer to the source (full white is 255, where rgb24 gives 253).
+Conversion is :class:`vidpipe.decode.rgb.FrameToRGB` (swscale to planar RGB written straight into
+the channels of a preallocated batch buffer). Large frames are converted by a small thread pool while the decoder goes on (swscale and the copies release the
+GIL). Batch buffers are recycled when the caller allows it (``DecodeOptions.reuse_buffers``) or
+when they are only a pinned staging area for a CUDA device: a fresh 200 MB buffer per batch of
+32 1080p frames costs more in page faults than the decoding itself.
 
 Frame numbering (``FrameMeta.index``): frames are counted in presentation order from the first
 frame of the stream. After a seek (``start``) the count restarts from the first frame's
@@ -23,10 +24,12 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from vidpipe.decode.base import DecodeOptions, Decoder, StreamInfo
-from vidpipe.decode.probe import color_from_tags, discard_other_streams, open_input, probe, to_fraction
+from vidpipe.decode.probe import discard_other_streams, open_input, probe, to_fraction
+from vidpipe.decode.rgb import FrameToRGB
 from vidpipe.errors import DecodeError
 from vidpipe.types import FrameBatch, FrameMeta
 
@@ -38,9 +41,6 @@ __all__ = ["PyAVDecoder", "check", "create"]
 
 logger = logging.getLogger(__name__)
 
-_SWS_MATRIX = {"bt601": 5, "bt709": 1, "bt2020": 9}  # av.video.reformatter.Colorspace values
-_SWS_RANGE = {"limited": 1, "full": 2}  # av.video.reformatter.ColorRange MPEG / JPEG
-_GBRP_TO_RGB = (1, 2, 0)  # gbrp planes G, B, R -> channels 1, 2, 0
 _SMALL_FRAME = 1024 * 576  # at or below this many pixels swscale runs single-threaded
 
 
@@ -70,7 +70,8 @@ class PyAVDecoder(Decoder):
             written into pinned host memory and copied with ``non_blocking=True``.
         options: which frames to deliver (stride, count, time range).
         threads: FFmpeg decoder threads (0: one per core).
-        convert_threads: swscale threads (``None``: 1 for frames up to 1024x576, else one per core).
+        convert_threads: threads converting frames to RGB in parallel with decoding (``None``: 1
+            for frames up to 1024x576, else a quarter of the cores, at most 4).
         stream_id: written into every :class:`FrameMeta`.
 
     Counters: ``frames_decoded`` (frames the codec produced, kept or not), ``frames_delivered``,
@@ -107,8 +108,7 @@ class PyAVDecoder(Decoder):
         self.frames_missing = 0
         self._container: Any = None
         self._failure: BaseException | None = None
-        self._reformatter: Any = None
-        self._color_cache: dict[tuple[int, int, str], tuple[int, int]] = {}
+        self._to_rgb = FrameToRGB(self.info)
 
     # ------------------------------------------------------------------------------- helpers
 
@@ -122,54 +122,23 @@ class PyAVDecoder(Decoder):
         cc.thread_count = self.threads
         return container, stream
 
-    def _sws_colors(self, frame: Any) -> tuple[int, int]:
-        key = (int(frame.colorspace), int(frame.color_range), frame.format.name)
-        hit = self._color_cache.get(key)
-        if hit is None:
-            spec, specified = color_from_tags(key[0], key[1], key[2], frame.height)
-            matrix = spec.matrix if specified else self.info.color.matrix
-            rng = spec.range if key[1] in (1, 2) or key[2].startswith("yuvj") else self.info.color.range
-            hit = (_SWS_MATRIX[matrix], _SWS_RANGE[rng])
-            self._color_cache[key] = hit
-            logger.debug("%s: %s %s -> RGB with %s %s range", self.info.source, key[2], key[:2], matrix, rng)
-        return hit
+    def _converter(self, h: int, w: int) -> tuple[ThreadPoolExecutor | None, int]:
+        """The conversion pool for ``h x w`` frames (``None``: convert inline) and swscale threads."""
+        workers = self.convert_threads
+        if workers is None:
+            workers = 1 if h * w <= _SMALL_FRAME else max(1, min(4, (os.cpu_count() or 1) // 4))
+        if workers <= 1:
+            return None, (1 if h * w <= _SMALL_FRAME else 0)
+        return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vidpipe-rgb"), 1
 
-    def _convert_into(self, frame: Any, out: "np.ndarray") -> None:
-        """Convert ``frame`` to full-range RGB into ``out``, a ``(3, H, W)`` uint8 view."""
-        import numpy as np
-
-        if self._reformatter is None:
-            from av.video.reformatter import VideoReformatter
-
-            self._reformatter = VideoReformatter()  # one SwsContext, reused (PyAV 18 makes one per frame)
-        matrix, rng = self._sws_colors(frame)
-        threads = self.convert_threads
-        if threads is None:
-            threads = 1 if frame.width * frame.height <= _SMALL_FRAME else 0
-        planar = self._reformatter.reformat(
-            frame,
-            format="gbrp",
-            src_colorspace=matrix,
-            dst_colorspace=matrix,
-            src_color_range=rng,
-            dst_color_range=_SWS_RANGE["full"],
-            threads=threads,
-        )
-        h, w = frame.height, frame.width
-        for plane, channel in zip(planar.planes, _GBRP_TO_RGB):
-            rows = np.frombuffer(plane, dtype=np.uint8).reshape(plane.height, plane.line_size)
-            out[channel] = rows[:h, :w]
-
-    def _new_buffer(self, n: int, h: int, w: int) -> "torch.Tensor":
-        import torch
-
-        pin = self.device.type == "cuda"
-        return torch.empty((n, 3, h, w), dtype=torch.uint8, pin_memory=pin)
-
-    def _finish(self, buf: "torch.Tensor", metas: list[FrameMeta]) -> FrameBatch:
+    def _finish(self, ring: "_BufferRing", buf: "torch.Tensor", metas: list[FrameMeta], pending: list) -> FrameBatch:
+        for job in pending:
+            job.result()  # re-raises a conversion error
+        pending.clear()
         data = buf[: len(metas)]
         if self.device.type != "cpu":
             data = data.to(self.device, non_blocking=True)
+        ring.used(buf, self.device)
         self.frames_delivered += len(metas)
         return FrameBatch(data=data, frames=tuple(metas))
 
@@ -308,25 +277,39 @@ class PyAVDecoder(Decoder):
         batch_size = check_range("batch_size", batch_size, low=1, integer=True)
         self.error = None
         self.frames_decoded = self.frames_delivered = self.frames_corrupt = self.frames_missing = 0
-        buf, view, metas, size = None, None, [], None
+        reuse = self.options.reuse_buffers or self.device.type != "cpu"
+        ring = _BufferRing(pinned=self.device.type == "cuda", reuse=reuse)
+        buf, view, metas, size, pending = None, None, [], None, []
+        pool, sws_threads = None, 0
         try:
             for frame, index, pts in self._frames():
                 h, w = frame.height, frame.width
                 if metas and (h, w) != size:
-                    yield self._finish(buf, metas)
+                    yield self._finish(ring, buf, metas, pending)
                     metas = []
                 if not metas:
+                    if (h, w) != size:
+                        if pool is not None:
+                            pool.shutdown()
+                        pool, sws_threads = self._converter(h, w)
                     size = (h, w)
-                    buf = self._new_buffer(batch_size, h, w)
+                    buf = ring.take((batch_size, 3, h, w))
                     view = buf.numpy()
-                self._convert_into(frame, view[len(metas)])
+                if pool is None:
+                    self._to_rgb(frame, view[len(metas)], sws_threads)
+                else:
+                    pending.append(pool.submit(self._to_rgb, frame, view[len(metas)], sws_threads))
                 metas.append(FrameMeta(self.info.source, self.stream_id, index, pts, h, w))
                 if len(metas) == batch_size:
-                    yield self._finish(buf, metas)
+                    yield self._finish(ring, buf, metas, pending)
                     metas = []
             if metas:
-                yield self._finish(buf, metas)
+                yield self._finish(ring, buf, metas, pending)
         finally:
+            for job in pending:
+                job.cancel()
+            if pool is not None:
+                pool.shutdown(wait=True)
             self.close()
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
@@ -338,6 +321,42 @@ class PyAVDecoder(Decoder):
         if self._container is not None:
             self._container.close()
             self._container = None
+
+
+class _BufferRing:
+    """Host batch buffers, recycled when allowed.
+
+    With ``reuse`` a buffer is handed out again once the batch after next is requested (two in
+    flight); for a CUDA device the upload from it must have finished first (an event per buffer).
+    Without ``reuse`` every batch gets fresh memory (the caller may keep batches).
+    """
+
+    def __init__(self, *, pinned: bool, reuse: bool, depth: int = 2) -> None:
+        self.pinned, self.reuse, self.depth = pinned, reuse, depth
+        self._free: list[tuple[Any, Any]] = []  # (buffer, event or None), oldest first
+
+    def take(self, shape: tuple[int, ...]) -> "torch.Tensor":
+        import torch
+
+        if self.reuse and len(self._free) >= self.depth:
+            buf, event = self._free.pop(0)
+            if event is not None:
+                event.synchronize()
+            if tuple(buf.shape) == shape:
+                return buf
+        return torch.empty(shape, dtype=torch.uint8, pin_memory=self.pinned)
+
+    def used(self, buf: "torch.Tensor", device: Any) -> None:
+        """``buf`` was handed out (and uploaded to ``device`` if not the CPU)."""
+        if not self.reuse:
+            return
+        event = None
+        if device.type == "cuda":
+            import torch
+
+            event = torch.cuda.Event()
+            event.record(torch.cuda.current_stream(device))
+        self._free.append((buf, event))
 
 
 def _constant_rate(stream: Any) -> bool:

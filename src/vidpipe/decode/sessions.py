@@ -181,19 +181,19 @@ class PyAVSession:
 
         if self.layout == "rgb":
             if self._converter is None:
-                from vidpipe.decode.pyav import PyAVDecoder
+                from vidpipe.decode.rgb import FrameToRGB
 
-                self._converter = PyAVDecoder(self.info, device="cpu")
+                self._converter = FrameToRGB(self.info)
             if (frame.height, frame.width) != tuple(dst.shape[1:]):
                 raise DecodeError(
                     f"{self.info.source}: frame size changed to {frame.width}x{frame.height} "
                     f"(expected {dst.shape[2]}x{dst.shape[1]}); decode this file with decoder='pyav'"
                 )
             if dst.device.type == "cpu":
-                self._converter._convert_into(frame, dst.numpy())
+                self._converter(frame, dst.numpy())
                 return 0
             host = torch.empty(tuple(dst.shape), dtype=torch.uint8)
-            self._converter._convert_into(frame, host.numpy())
+            self._converter(frame, host.numpy())
             src = host
         else:
             src = torch.from_numpy(yuv_frame_to_nv12(frame))
