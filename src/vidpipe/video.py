@@ -14,14 +14,47 @@ Example::
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from vidpipe.decode.base import DecodeOptions, Decoder
+from vidpipe.types import FrameBatch
 
 if TYPE_CHECKING:
     import torch
 
 __all__ = ["open_video"]
+
+
+class RGBDecoder(Decoder):
+    """A decoder whose YUV batches (NVDEC's NV12/P010) are converted to RGB on their device.
+
+    Everything else (``info``, ``choice``, ``error``, counters, ``stats()``) is the wrapped
+    decoder's. The conversion uses the stream's colour matrix and range
+    (:func:`vidpipe.ops.fused.nv12_to_rgb`, bit-exact with PyAV's CPU conversion for 8 bit).
+    """
+
+    def __init__(self, inner: Decoder) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    @property
+    def error(self) -> Exception | None:  # type: ignore[override]
+        return self.inner.error
+
+    def batches(self, batch_size: int) -> Iterator[FrameBatch]:
+        from vidpipe.ops.fused import nv12_to_rgb
+
+        for batch in self.inner.batches(batch_size):
+            if batch.format != "rgb":
+                batch = FrameBatch(data=nv12_to_rgb(batch), frames=batch.frames)
+            yield batch
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 def open_video(
@@ -34,6 +67,7 @@ def open_video(
     start: float | None = None,
     end: float | None = None,
     strict_gpu: bool = False,
+    output: str = "rgb",
 ) -> Decoder:
     """Open a video file or stream URL for decoding; use it as a context manager.
 
@@ -47,6 +81,9 @@ def open_video(
         start, end: time range in seconds from the start of the stream (``end`` exclusive).
         strict_gpu: with a CUDA device, raise :class:`~vidpipe.errors.GpuFallbackError` instead
             of decoding on the CPU.
+        output: ``"rgb"`` (default): ``(B, 3, H, W)`` uint8 RGB whatever the backend;
+            ``"native"``: the backend's own format (NVDEC gives ``nv12``/``p010`` batches, the
+            input of the fused preprocessing, with no conversion).
 
     Returns:
         A :class:`~vidpipe.decode.base.Decoder`: ``.info`` (:class:`StreamInfo`), ``.choice``
@@ -68,5 +105,7 @@ def open_video(
     check_choice("decoder", decoder, ("auto", *registered_backends()))
     if not isinstance(strict_gpu, bool):
         raise ConfigError(f"invalid strict_gpu={strict_gpu!r}; expected True or False")
+    check_choice("output", output, ("rgb", "native"))
     options = DecodeOptions(frame_skip=frame_skip, max_frames=max_frames, start=start, end=end)
-    return open_decoder(source, device=device, decoder=decoder, options=options, strict_gpu=strict_gpu)
+    dec = open_decoder(source, device=device, decoder=decoder, options=options, strict_gpu=strict_gpu)
+    return RGBDecoder(dec) if output == "rgb" and dec.name != "pyav" else dec

@@ -65,3 +65,24 @@ def test_partial_result_is_reported(make_clip, tmp_path):
         n = sum(len(b) for b in video.batches(32))
     assert 0 < n < 60
     assert video.partial and isinstance(video.error, DecodeError)
+
+
+@pytest.mark.gpu
+@pytest.mark.nvdec
+def test_open_video_on_cuda_gives_rgb_like_the_cpu(make_clip):
+    import torch
+
+    import vidpipe
+
+    clip = make_clip(width=320, height=240, frames=20, fps=10, gop=5)
+    with vidpipe.open_video(clip.path, device="cuda", decoder="nvdec") as video:
+        assert video.choice.name == "nvdec"
+        batches = list(video.batches(8))
+    assert all(b.format == "rgb" and b.data.device.type == "cuda" for b in batches)
+    gpu = torch.cat([b.data.cpu() for b in batches])
+    with vidpipe.open_video(clip.path, device="cpu") as video:
+        cpu = torch.cat([b.data for b in video.batches(8)])
+    assert gpu.shape == cpu.shape == (20, 3, 240, 320)
+    assert (gpu.int() - cpu.int()).abs().float().mean().item() <= 1.0
+    with vidpipe.open_video(clip.path, device="cuda", decoder="nvdec", output="native") as video:
+        assert next(iter(video.batches(4))).format == "nv12"
