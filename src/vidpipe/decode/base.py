@@ -68,6 +68,8 @@ class DecodeOptions:
             requested (a batch is then valid only until the next ``next()``). The pipeline sets
             it because it preprocesses each batch before asking for the next; it saves a fresh
             allocation per batch (page faults cost more than decoding at 1080p).
+        cpu_fallback: let a GPU backend re-decode a failing part of the stream on the CPU
+            (``strict_gpu`` turns it off: the part is then missing and the result partial).
     """
 
     frame_skip: int = 1
@@ -76,6 +78,7 @@ class DecodeOptions:
     end: float | None = None
     stream_id: int = 0
     reuse_buffers: bool = False
+    cpu_fallback: bool = True
 
     def __post_init__(self) -> None:
         check_range("frame_skip", self.frame_skip, low=1, integer=True)

@@ -114,7 +114,7 @@ def check(info: StreamInfo, device: "torch.device") -> str | None:
 
 def create(info: StreamInfo, *, device: "torch.device", options: DecodeOptions) -> "NvdecDecoder":
     """Registry factory."""
-    return NvdecDecoder(info, device=device, options=options)
+    return NvdecDecoder(info, device=device, options=options, fallback=options.cpu_fallback)
 
 
 def default_workers(device: "torch.device", codec: str = "h264") -> int:

@@ -12,6 +12,8 @@ passes; DALI runs only when asked for by name.
 
 from __future__ import annotations
 
+import dataclasses
+
 import importlib
 import logging
 import os
@@ -231,6 +233,9 @@ def open_decoder(
     backend, reason, _ = _load(choice.name)
     if backend is None:  # pragma: no cover - select_backend already loaded it
         raise BackendUnavailableError(reason or choice.name)
-    dec = backend.factory(info, device=dev, options=options if options is not None else DecodeOptions())
+    options = options if options is not None else DecodeOptions()
+    if strict_gpu and options.cpu_fallback:
+        options = dataclasses.replace(options, cpu_fallback=False)
+    dec = backend.factory(info, device=dev, options=options)
     dec.choice = choice
     return dec
