@@ -3,8 +3,8 @@
 Peers, all on the same file and the same model (batch ``batch_size``, FP16 on the GPU):
 
 - ``baseline``: the hand-written pipeline users start from — PyAV decode (threads) to RGB on the
-  host, letterbox on the CPU (OpenCV when installed, else PyTorch), pinned upload, model on the
-  GPU, vidpipe's NMS. One thread, no overlap.
+  host, uint8 letterbox on the CPU (OpenCV when installed, else PyTorch), pinned upload, /255 and
+  FP16 on the GPU, the model, vidpipe's NMS. One thread, no overlap.
 - ``opencv``: an Ultralytics-style loader: ``cv2.VideoCapture`` + OpenCV letterbox, model on the
   GPU.
 - ``vidpipe-pyav``: vidpipe with CPU decoding (``decoder="pyav"``), model on the GPU: vidpipe's
@@ -77,6 +77,7 @@ class _Ctx:
     batch_size: int
     cpu_frames: int
     ceiling_sessions: int
+    ref_frames: int
 
 
 def run_e2e_bench(
@@ -89,10 +90,16 @@ def run_e2e_bench(
     batch_size: int = 32,
     peers: Sequence[str] = PEERS,
     cpu_frames: int = 64,
+    ref_frames: int = 1200,
     ceiling_sessions: int = 28,
     work_dir: str | Path | None = None,
 ) -> E2EBenchResult:
-    """Run the end-to-end peers on each input in this process; see the module docstring."""
+    """Run the end-to-end peers on each input in this process; see the module docstring.
+
+    ``ref_frames``: frames the CPU-decoding peers (baseline, opencv, vidpipe-pyav) process (the
+    first ones of the file: their rate is steady long before); the NVDEC peers run the whole file
+    (the generated clips are long enough to show the steady state of all NVDEC engines).
+    """
     import tempfile
 
     from vidpipe.api import build_detector
@@ -118,7 +125,7 @@ def run_e2e_bench(
         info = probe(path)
         describe = f"{info.codec} {info.width}x{info.height}, {info.frame_count} frames"
         in_rows.append({"name": label, "path": path, "describe": describe})
-        ctx = _Ctx(path, dev, detector, batch_size, cpu_frames, ceiling_sessions)
+        ctx = _Ctx(path, dev, detector, batch_size, cpu_frames, ceiling_sessions, ref_frames)
         _warm_up(ctx)
         for name in peers:
             row = {"input": label, **_run_peer(name, ctx)}
@@ -184,7 +191,8 @@ def _stages_text(stats: dict) -> str:
 
 
 def _hand_written(ctx: _Ctx, frames: Callable[[], Any], letterbox: Callable[[Any], Any]) -> tuple[int, dict]:
-    """Decode (host RGB arrays) -> CPU letterbox -> batch -> pinned upload -> model + NMS -> host."""
+    """Decode (host RGB arrays) -> CPU letterbox (uint8) -> batch -> pinned upload -> /255 and FP16
+    on the GPU -> model + NMS -> detections to the host. One thread, as users write it."""
     import numpy as np
     import torch
 
@@ -192,7 +200,7 @@ def _hand_written(ctx: _Ctx, frames: Callable[[], Any], letterbox: Callable[[Any
 
     det, dev, bs = ctx.detector, ctx.device, ctx.batch_size
     h_in, w_in = det.input_size
-    pinned = torch.empty((bs, 3, h_in, w_in), dtype=torch.float16).pin_memory()
+    pinned = torch.empty((bs, h_in, w_in, 3), dtype=torch.uint8).pin_memory()
     t_decode = t_pre = t_infer = 0.0
     n = n_det = d2h = 0
     batch: list = []
@@ -204,18 +212,18 @@ def _hand_written(ctx: _Ctx, frames: Callable[[], Any], letterbox: Callable[[Any
         t0 = time.perf_counter()
         b = len(batch)
         pinned[:b].copy_(torch.from_numpy(np.stack(batch)))
-        x = pinned[:b].to(dev, non_blocking=True)
+        x = pinned[:b].to(dev, non_blocking=True).permute(0, 3, 1, 2).to(det.dtype).div_(255.0)
         inp = ModelInput(x, tuple(metas), torch.full((b,), scale, device=dev),
                          torch.tensor(pad, dtype=torch.float32, device=dev).expand(b, 2))  # fmt: skip
         d = det(inp).cpu()
         n_det += len(d)
-        d2h += 4 * 4 * len(d) + 3 * 8 * len(d)
+        d2h += sum(t.numel() * t.element_size() for t in (d.boxes, d.scores, d.class_ids, d.frame))
         t_infer += time.perf_counter() - t0
         batch.clear()
         metas.clear()
 
     it = frames()
-    while True:
+    while n < ctx.ref_frames:
         t0 = time.perf_counter()
         img = next(it, None)
         t1 = time.perf_counter()
@@ -238,7 +246,8 @@ def _hand_written(ctx: _Ctx, frames: Callable[[], Any], letterbox: Callable[[Any
 
 
 def _cpu_letterbox(size: tuple[int, int]) -> Callable[[Any], Any]:
-    """HWC uint8 RGB -> (CHW float16 letterboxed array, scale, (pad_x, pad_y)) on the host."""
+    """HWC uint8 RGB -> (letterboxed HWC uint8, scale, (pad_x, pad_y)): OpenCV's bilinear resize
+    and a grey border, as Ultralytics' LetterBox does (PyTorch's resize without OpenCV)."""
     import numpy as np
 
     from vidpipe.ops.letterbox import letterbox_geometry
@@ -251,17 +260,17 @@ def _cpu_letterbox(size: tuple[int, int]) -> Callable[[Any], Any]:
     def run(img):
         g = letterbox_geometry(img.shape[0], img.shape[1], size[0], size[1])
         if cv2 is not None:
-            small = cv2.resize(img, (g.new_w, g.new_h), interpolation=cv2.INTER_AREA)
+            small = cv2.resize(img, (g.new_w, g.new_h), interpolation=cv2.INTER_LINEAR)
         else:
             import torch
             import torch.nn.functional as F
 
-            t = torch.from_numpy(img).permute(2, 0, 1)[None].float()
+            t = torch.from_numpy(img).permute(2, 0, 1)[None]
             small = F.interpolate(t, size=(g.new_h, g.new_w), mode="bilinear", antialias=True)[0]
-            small = small.permute(1, 2, 0).clamp_(0, 255).numpy()
-        canvas = np.full((size[0], size[1], 3), 127.5, dtype=np.float32)
+            small = small.permute(1, 2, 0).numpy()
+        canvas = np.full((size[0], size[1], 3), 128, dtype=np.uint8)
         canvas[g.pad_y : g.pad_y + g.new_h, g.pad_x : g.pad_x + g.new_w] = small
-        return (canvas.transpose(2, 0, 1) / 255.0).astype(np.float16), g.scale, (g.pad_x, g.pad_y)
+        return canvas, g.scale, (g.pad_x, g.pad_y)
 
     return run
 
@@ -339,7 +348,7 @@ def _model_only(ctx: _Ctx) -> tuple[int, dict]:
 _RUNNERS: dict[str, Callable[[_Ctx], tuple[int, dict]]] = {
     "baseline": _baseline,
     "opencv": _opencv,
-    "vidpipe-pyav": lambda c: _vidpipe(c, decoder="pyav", device=c.device),
+    "vidpipe-pyav": lambda c: _vidpipe(c, decoder="pyav", device=c.device, max_frames=c.ref_frames),
     "vidpipe-cpu": lambda c: _vidpipe(c, decoder="pyav", device=_cpu(), max_frames=c.cpu_frames),
     "vidpipe-gpu": lambda c: _vidpipe(c, decoder="nvdec", device=c.device),
     "nvdec-ceiling": _ceiling,

@@ -141,7 +141,7 @@ def parse_jpeg_header(data: bytes | bytearray | memoryview) -> JpegInfo:
     if n < 4 or mv[0] != 0xFF or mv[1] != 0xD8:
         raise ImageFormatError("corrupt", "not a JPEG stream (no start-of-image marker)")
     pos = 2
-    orientation, adobe, sof = 1, None, None
+    orientation, adobe, sof, has_dqt = 1, None, None, False
     while True:
         if pos >= n:
             raise ImageFormatError("truncated", f"file ends in the JPEG header (at byte {pos})")
@@ -175,11 +175,16 @@ def parse_jpeg_header(data: bytes | bytearray | memoryview) -> JpegInfo:
                 raise ImageFormatError("corrupt", "JPEG frame header (SOF) too short")
             precision, height, width, comps = struct.unpack_from(">BHHB", body, 0)
             sof = (_SOF_PROCESS[marker], precision, height, width, comps)
+        elif marker == 0xDB:
+            has_dqt = True
         elif marker == 0xDA:  # start of scan: the header is over
             break
         pos = end
     if sof is None:
         raise ImageFormatError("corrupt", "no JPEG frame header (SOF) before the image data")
+    if not has_dqt:
+        # libjpeg rejects it; nvJPEG would decode garbage without an error: refuse it here.
+        raise ImageFormatError("corrupt", "no quantization table (DQT) before the image data")
     process, precision, height, width, comps = sof
     if width == 0 or height == 0:
         raise ImageFormatError("unsupported", f"JPEG frame header gives size {width}x{height}")

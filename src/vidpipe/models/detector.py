@@ -164,5 +164,21 @@ class Detector:
             logger.debug("%d frames -> %d detections", len(inp), len(out))
         return out
 
+    def warmup(self, batch_size: int = 1) -> float:
+        """Run the model once on a grey ``(batch_size, 3, H, W)`` batch of its input size, so the
+        CUDA context, cuDNN's algorithm choice and lazy initialisation happen before timing starts.
+        Returns the seconds it took."""
+        import time
+
+        import torch
+
+        t0 = time.perf_counter()
+        x = torch.full((batch_size, 3, *self.input_size), 0.5, dtype=self.dtype, device=self.device)
+        with torch.inference_mode():
+            self.model(x)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter() - t0
+
     def __repr__(self) -> str:
         return f"Detector(model={self.model!r}, config={self.config})"

@@ -65,6 +65,20 @@ def _metadata(program: "torch.export.ExportedProgram", config: ModelMetadata, pa
     )
 
 
+def _on_device(program: Any, device: Any) -> Any:
+    """The program with its parameters, buffers and constants moved to ``device`` (an exported
+    program keeps the device it was exported on; ``module().to()`` misses its constants)."""
+    import torch
+
+    from vidpipe.device import resolve_device
+
+    dev = resolve_device(device)
+    move = getattr(getattr(torch.export, "passes", None), "move_to_device_pass", None)
+    if move is None:  # torch < 2.6: best effort
+        return program
+    return move(program, dev)
+
+
 def load_exported(
     path: str | os.PathLike,
     *,
@@ -81,6 +95,7 @@ def load_exported(
     extra = {"config.txt": ""}
     try:
         program = torch.export.load(p, extra_files=extra)
+        program = _on_device(program, device)
         module = program.module()
     except Exception as exc:  # noqa: BLE001 - torch raises many kinds on a bad archive
         raise load_error(p, "torch.export (.pt2)", exc, "was it saved with torch.export.save?") from exc
