@@ -72,7 +72,7 @@ def test_equals_letterbox_of_the_converted_frames(device):
     data = _random_nv12(3, 242, 322, device=device)  # odd chroma sizes (121 x 161)
     batch = frame_batch(data, ColorSpec("bt601", "full"))
     got, geo = yuv_letterbox(batch, (416, 416))
-    want, geo2 = letterbox(nv12_to_rgb(batch), (416, 416), dtype=torch.float32)
+    want, geo2 = letterbox(nv12_to_rgb(batch), (416, 416), dtype=torch.float32, exact=True)
     assert geo == geo2
     assert (got - want.float()).abs().max() < 1e-3  # cuda letterbox may interpolate in fp32 kernels
 
@@ -84,7 +84,7 @@ def test_close_to_letterbox_of_pyav_rgb(color):
     frames = decode(encode(color, height=360, width=640, frames=2), color)
     batch = frame_batch(torch.from_numpy(pack(frames)), color)
     fused, geo = yuv_letterbox(batch, (416, 416), dtype=torch.float32)
-    cpu_path, geo_cpu = letterbox(rgb_tensor(frames), (416, 416), dtype=torch.float32)
+    cpu_path, geo_cpu = letterbox(rgb_tensor(frames), (416, 416), dtype=torch.float32, exact=True)
     assert geo == geo_cpu and geo.new_w == 416 and geo.new_h == 234
     diff = (fused - cpu_path).abs()
     assert diff.max() < 1e-4  # bit-exact RGB, same resampling: only float rounding is left
@@ -109,7 +109,7 @@ def test_p010_equals_letterbox_of_its_rgb():
     y, uv, depth = split_yuv(p010, fmt="p010")
     rgb = yuv_to_rgb(y, uv, batch.color, bit_depth=depth)  # interpolated chroma, like PyAV's 10-bit path
     assert torch.equal(rgb, nv12_to_rgb(batch))
-    want, _ = letterbox(rgb, (40, 40))
+    want, _ = letterbox(rgb, (40, 40), exact=True)
     got, _ = yuv_letterbox(batch, (40, 40))
     assert (got - want).abs().max() < 1e-5
 
@@ -149,3 +149,12 @@ def test_triton_backend_on_cpu_is_refused_with_a_reason():
     batch = frame_batch(_random_nv12(1, 8, 8), BT709)
     with pytest.raises(BackendUnavailableError, match="Triton"):
         yuv_letterbox(batch, (8, 8), backend="triton")
+
+
+def test_cpu_uint8_fast_path_is_within_one_level_of_exact():
+    g = torch.Generator().manual_seed(0)
+    rgb = torch.randint(0, 256, (2, 3, 270, 480), dtype=torch.uint8, generator=g)
+    fast, geo = letterbox(rgb, (416, 416))
+    exact, geo2 = letterbox(rgb, (416, 416), exact=True)
+    assert geo == geo2
+    assert (fast - exact).abs().max().item() <= 1.0 / 255 + 1e-6
