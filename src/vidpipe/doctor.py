@@ -323,11 +323,15 @@ def _cupy(mod: Any) -> str:
         return f"{_version(mod)}, no device: {_err(exc)}"
 
 
+def _tensorrt(mod: Any) -> str:
+    return f"{_version(mod)} (vidpipe's .engine backend is written for TensorRT 10 and not yet verified)"
+
+
 _OPTIONAL: tuple[tuple[str, str, str, Callable[[Any], str] | None], ...] = (
     # (label, module, install hint, detail function)
     ("onnxruntime", "onnxruntime", "pip install onnxruntime-gpu", _onnxruntime),
-    ("TensorRT", "tensorrt", "pip install tensorrt", None),
-    ("DALI", "nvidia.dali", "pip install nvidia-dali-cuda120 (see NVIDIA DALI docs)", None),
+    ("TensorRT", "tensorrt", "pip install tensorrt (vidpipe's .engine backend targets TensorRT 10; not yet verified)", _tensorrt),
+    ("DALI", "nvidia.dali", "pip install nvidia-dali-cuda130 (or -cuda120, matching your CUDA)", None),
     ("OpenCV", "cv2", "pip install opencv-python-headless", _opencv),
     ("nvidia-ml-py", "pynvml", "pip install nvidia-ml-py", None),
     ("nvImageCodec", "nvidia.nvimgcodec", "pip install nvidia-nvimgcodec-cu12", None),
