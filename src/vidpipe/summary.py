@@ -1,33 +1,28 @@
 """The run summary: what was processed, how fast, by which backends, and what went wrong.
 
-:class:`SummaryBuilder` accumulates counts per source while a run is in progress (thread-safe:
-decode, model and sink threads may all report); :meth:`SummaryBuilder.build` freezes it into a
-:class:`RunSummary`, which the CLI prints (:meth:`RunSummary.format_text`) and the sinks store in
-their output metadata (:meth:`RunSummary.to_dict`).
+:meth:`vidpipe.pipeline.DetectionRun.summary` builds a :class:`RunSummary`, which the CLI prints
+(:meth:`RunSummary.format_text`) and the sinks store in their output metadata
+(:meth:`RunSummary.to_dict`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from vidpipe._validate import check_choice
 
-if TYPE_CHECKING:
-    from vidpipe.types import FrameResult
 
 __all__ = [
     "SourceStatus",
     "SOURCE_STATUSES",
     "SourceSummary",
     "RunSummary",
-    "SummaryBuilder",
     "vidpipe_version",
     "jsonable",
 ]
@@ -240,152 +235,3 @@ class RunSummary:
             for item in self.skipped:
                 lines.append(f"  {item.get('path', '?')}: {item.get('reason', 'no reason given')}")
         return "\n".join(lines)
-
-
-@dataclass
-class _SourceState:
-    source: str
-    kind: str = "file"
-    status: str | None = None
-    frames: int = 0
-    detections: int = 0
-    decoder: str | None = None
-    decoder_reason: str | None = None
-    error: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-class SummaryBuilder:
-    """Accumulates a :class:`RunSummary` while a run is in progress. All methods are thread-safe.
-
-    Sources are keyed by their ``stream_id`` (the position of the input in the run). A source is
-    registered by :meth:`add_source`; counting for an unregistered ``stream_id`` registers it
-    with a placeholder name (:meth:`record` uses the frame's source instead).
-
-    A source whose status was never set gets ``default_status`` at :meth:`build` time: ``"ok"``
-    after a normal end, ``"partial"`` after Ctrl-C or an error that stopped the run.
-    """
-
-    def __init__(self, *, device: str | None = None, model: str | None = None) -> None:
-        self._lock = threading.Lock()
-        self._sources: dict[int, _SourceState] = {}
-        self._device = None if device is None else str(device)
-        self._model = model
-        self._backends: dict[str, str] = {}
-        self._outputs: list[str] = []
-        self._skipped: list[dict[str, Any]] = []
-        self._stats: dict[str, Any] = {}
-
-    def _state(self, stream_id: int, source: str | None = None) -> _SourceState:
-        state = self._sources.get(stream_id)
-        if state is None:
-            state = _SourceState(source if source is not None else f"<stream {stream_id}>")
-            self._sources[stream_id] = state
-        return state
-
-    def add_source(self, stream_id: int, source: str, *, kind: str = "file") -> None:
-        """Register input ``stream_id`` (its counts, if any were made already, are kept)."""
-        with self._lock:
-            state = self._state(stream_id, str(source))
-            state.source, state.kind = str(source), kind
-
-    def add_frames(self, stream_id: int, n: int = 1) -> None:
-        with self._lock:
-            self._state(stream_id).frames += int(n)
-
-    def add_detections(self, stream_id: int, n: int) -> None:
-        with self._lock:
-            self._state(stream_id).detections += int(n)
-
-    def record(self, results: "Sequence[FrameResult]") -> None:
-        """Count the frames and detections of a batch of results (no device sync: only shapes)."""
-        with self._lock:
-            for r in results:
-                state = self._state(r.meta.stream_id, r.meta.source)
-                state.frames += 1
-                state.detections += len(r.detections)
-
-    def set_status(self, stream_id: int, status: SourceStatus, *, error: str | BaseException | None = None) -> None:
-        """Set a source's final status; an exception is stored as ``"Type: message"``."""
-        check_choice("status", status, SOURCE_STATUSES)
-        if isinstance(error, BaseException):
-            error = f"{type(error).__name__}: {error}"
-        with self._lock:
-            state = self._state(stream_id)
-            state.status = status
-            if error is not None:
-                state.error = error
-
-    def set_decoder(self, stream_id: int, backend: str, *, reason: str | None = None) -> None:
-        with self._lock:
-            state = self._state(stream_id)
-            state.decoder, state.decoder_reason = backend, reason
-
-    def set_extra(self, stream_id: int, key: str, value: Any) -> None:
-        with self._lock:
-            self._state(stream_id).extra[key] = value
-
-    def set_backend(self, stage: str, backend: str) -> None:
-        """Record the backend of a stage (``"decode"``, ``"model"``, ``"nms"``, ...)."""
-        with self._lock:
-            self._backends[stage] = backend
-
-    def add_output(self, path: str | PurePath) -> None:
-        with self._lock:
-            if str(path) not in self._outputs:
-                self._outputs.append(str(path))
-
-    def add_skipped(self, path: str | PurePath, reason: str, **extra: Any) -> None:
-        """Record a bad input that was skipped (e.g. an unreadable image in a folder)."""
-        with self._lock:
-            self._skipped.append({"path": str(path), "reason": reason, **extra})
-
-    def set_stat(self, key: str, value: Any) -> None:
-        with self._lock:
-            self._stats[key] = value
-
-    def update_stats(self, stats: Mapping[str, Any]) -> None:
-        with self._lock:
-            self._stats.update(stats)
-
-    def build(
-        self,
-        *,
-        seconds: float,
-        default_status: SourceStatus = "ok",
-        stats: Mapping[str, Any] | None = None,
-    ) -> RunSummary:
-        """Freeze the current state into a :class:`RunSummary` (the builder stays usable)."""
-        check_choice("default_status", default_status, SOURCE_STATUSES)
-        with self._lock:
-            sources = tuple(
-                SourceSummary(
-                    source=s.source,
-                    kind=s.kind,
-                    status=s.status or default_status,  # type: ignore[arg-type]
-                    frames=s.frames,
-                    detections=s.detections,
-                    decoder=s.decoder,
-                    decoder_reason=s.decoder_reason,
-                    error=s.error,
-                    extra=dict(s.extra),
-                )
-                for _, s in sorted(self._sources.items())
-            )
-            all_stats = {**self._stats, **(stats or {})}
-            frames = sum(s.frames for s in sources)
-            seconds = max(float(seconds), 0.0)
-            return RunSummary(
-                sources=sources,
-                frames=frames,
-                detections=sum(s.detections for s in sources),
-                seconds=seconds,
-                fps=frames / seconds if seconds > 0 else 0.0,
-                device=self._device,
-                model=self._model,
-                backends=dict(self._backends),
-                outputs=tuple(self._outputs),
-                skipped=tuple(dict(s) for s in self._skipped),
-                stats=all_stats,
-            )
-
