@@ -34,7 +34,6 @@ from vidpipe.errors import DecodeError
 from vidpipe.types import FrameBatch, FrameMeta
 
 if TYPE_CHECKING:
-    import numpy as np
     import torch
 
 __all__ = ["PyAVDecoder", "check", "create"]
