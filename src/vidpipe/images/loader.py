@@ -1,9 +1,15 @@
 """The image loader: files -> read-ahead threads -> batched decode -> resize -> ImageBatch.
 
-One producer thread assembles batches while the caller consumes earlier ones (``prefetch``
-batches ahead, bounded); a pool of reader threads reads (and CPU-decodes) files ahead of it.
-JPEGs that nvJPEG handles go to the GPU in one batched call per batch; everything else is
-decoded on the reader threads and uploaded. Order is the listing order (or the ``order`` given).
+Three stages run at once, each on its own threads:
+
+- a pool of reader threads reads files ahead (and CPU-decodes and resizes what the GPU decoder
+  does not take: other formats, progressive/CMYK JPEGs, everything on the CPU path);
+- GPU decoder worker(s) decode the JPEGs of the next chunks, one batched call per chunk, up to
+  ``_DECODE_AHEAD`` chunks ahead (nvJPEG's call blocks until its batch is decoded);
+- one producer thread orients and resizes each decoded chunk into a batch (two Triton kernels on
+  CUDA) while the caller consumes earlier ones (``prefetch`` batches ahead, bounded).
+
+Order is the listing order (or the ``order`` given).
 """
 
 from __future__ import annotations
@@ -14,15 +20,17 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 from vidpipe.images.batch import ImageBatch, SkippedImage
-from vidpipe.images.decode_cpu import apply_orientation, decode_cpu, error_text, quiet_torchvision_deprecation
+from vidpipe.images.decode_cpu import decode_cpu, error_text, quiet_torchvision_deprecation
 from vidpipe.images.formats import ImageFormatError
 from vidpipe.images.reader import Prepared, ReadAhead, ReadOptions, read_image
 from vidpipe.images.resize import resize_images, to_dtype
+from vidpipe.images.threads import single_threaded_torch
 from vidpipe.images.transfer import to_device
 
 if TYPE_CHECKING:
@@ -37,6 +45,11 @@ __all__ = ["ImageLoader", "LoaderStats"]
 logger = logging.getLogger(__name__)
 
 _END = object()
+
+#: Chunks whose GPU decode runs ahead of the batch being assembled.
+_DECODE_AHEAD = 2
+#: Batches whose decoder outputs stay referenced until their resize has run (see _hold_until_used).
+_HELD_BATCHES = 2
 
 
 @dataclass
@@ -131,28 +144,25 @@ class ImageLoader:
             target=None if cfg.size is None else (cfg.size, cfg.mode),
         )
         cache = self._cache
+        ahead = _DECODE_AHEAD if self._gpu is not None else 0
         reader = ReadAhead(
             ((i, self.paths[i]) for i in self.order),
             lambda job: read_image(job[0], job[1], opts),
             threads=cfg.num_threads,
-            depth=self.batch_size + 2 * cfg.num_threads,
+            depth=(ahead + 1) * self.batch_size + 2 * cfg.num_threads,
             bypass=(lambda job: job[0] in cache) if cache is not None else None,
+            initializer=single_threaded_torch,
         )
-        chunk: list = []
+        chunks = _chunks(reader, self.batch_size)
+        stage = self._decoded(chunks, ahead) if self._gpu is not None else ((c, {}, None) for c in chunks)
         carried: list[SkippedImage] = []
         try:
-            for item in reader:
-                chunk.append(item)
-                if len(chunk) == self.batch_size:
-                    batch, carried = self._assemble(chunk, carried)
-                    chunk = []
-                    if batch is not None:
-                        yield batch
-            if chunk:
-                batch, carried = self._assemble(chunk, carried)
+            for chunk, decoded, ready in stage:
+                batch, carried = self._assemble(chunk, decoded, ready, carried)
                 if batch is not None:
                     yield batch
         finally:
+            stage.close()
             reader.close()
             self._release_held(keep=0)
             self.stats.seconds = time.perf_counter() - t0
@@ -164,28 +174,78 @@ class ImageLoader:
                 s.images, s.skipped, s.seconds, s.decoded_gpu, s.decoded_cpu, s.cache_hits, self.decoder,
             )  # fmt: skip
 
-    def _assemble(self, chunk: list, carried: list[SkippedImage]) -> tuple[ImageBatch | None, list[SkippedImage]]:
-        """Decode, orient and resize one chunk of read results (listing order kept)."""
-        cfg, cache, stats = self.cfg, self._cache, self.stats
+    def _decoded(self, chunks: Iterator[list], ahead: int) -> Iterator[tuple[list, dict, object]]:
+        """GPU-decode each chunk's JPEGs on worker threads, ``ahead`` chunks in flight, in order.
+
+        Yields ``(chunk, {index: decoded (3, h, w) uint8 tensor or exception}, ready)``. Each worker
+        decodes with its own CUDA stream current: the decoder allocates its outputs and makes them
+        ready on that stream, and ``ready`` is an event on it the assembling stream waits for. So
+        the decoder never writes into memory the assembling stream freed with work still queued
+        (torchvision's nvJPEG writes on a stream of its own), and a decode runs while earlier
+        batches are resized and handed over.
+        """
+        import torch
+
+        dev = self.cfg.device
+        local = threading.local()
+        gpu = self._gpu
+
+        def job(chunk: list) -> tuple[list, dict, object]:
+            items = [p for p in chunk if isinstance(p, Prepared) and p.encoded is not None]
+            if not items:
+                return chunk, {}, None
+            if dev.type != "cuda":  # torchvision's batched CPU decode (tests exercise this path)
+                return chunk, {p.index: out for p, out in zip(items, gpu.decode([p.encoded for p in items]))}, None
+            stream = getattr(local, "stream", None)
+            if stream is None:
+                stream = local.stream = torch.cuda.Stream(dev)
+            with torch.cuda.device(dev), torch.cuda.stream(stream):
+                outs = gpu.decode([p.encoded for p in items])
+                ready = torch.cuda.Event()
+                ready.record(stream)
+            return chunk, {p.index: out for p, out in zip(items, outs)}, ready
+
+        workers = max(1, int(getattr(gpu, "concurrency", 1)))
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vidpipe-nvjpeg")
+        pending: deque = deque()
+        try:
+            for chunk in chunks:
+                pending.append(pool.submit(job, chunk))
+                if len(pending) > ahead:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for fut in pending:
+                fut.cancel()
+            pool.shutdown(wait=True)  # decodes in progress finish before their memory can go
+
+    def _assemble(
+        self, chunk: list, decoded: dict, ready, carried: list[SkippedImage]
+    ) -> tuple[ImageBatch | None, list[SkippedImage]]:
+        """Orient and resize one chunk of read results (listing order kept); ``decoded`` holds the
+        GPU decoder's outputs by index, ready once the current stream has waited for ``ready``."""
+        import torch
+
+        cfg, stats = self.cfg, self.stats
         skipped = [r for r in chunk if isinstance(r, SkippedImage)]
-        fresh: dict[int, torch.Tensor] = {}
+        fresh: dict[int, tuple[torch.Tensor, int]] = {}  # index -> (decoded image, orientation to apply)
         prepared = [r for r in chunk if isinstance(r, Prepared)]
-        gpu_items = [p for p in prepared if p.encoded is not None]
-        if gpu_items:
-            self._release_held(keep=1)
-            outs = self._gpu.decode([p.encoded for p in gpu_items])
-            for p, out in zip(gpu_items, outs):
+        if ready is not None:
+            torch.cuda.current_stream(cfg.device).wait_event(ready)
+        for p in prepared:
+            if p.encoded is not None:
+                out = decoded[p.index]
                 if isinstance(out, Exception):
                     img = self._cpu_fallback(p, out, skipped)
                     if img is not None:
-                        fresh[p.index] = to_device(img, cfg.device)
+                        fresh[p.index] = (to_device(img, cfg.device), 1)
                 else:
                     stats.decoded_gpu += 1
-                    fresh[p.index] = apply_orientation(out, p.jpeg.orientation)
-        for p in prepared:
-            if p.image is not None:
+                    fresh[p.index] = (out, p.jpeg.orientation)
+            elif p.image is not None:
                 stats.decoded_cpu += 1
-                fresh[p.index] = to_device(p.image, cfg.device)
+                fresh[p.index] = (to_device(p.image, cfg.device), 1)
             if p.mislabelled:
                 stats.mislabelled += 1
                 logger.debug("%s: content is %s, not what its extension says", p.path, p.format.upper())
@@ -193,7 +253,7 @@ class ImageLoader:
         for r in chunk:
             if isinstance(r, tuple):
                 index, path = r[0]
-                rows.append((index, path, cache.meta(index)[0], True))
+                rows.append((index, path, self._cache.meta(index)[0], True))
             elif isinstance(r, Prepared) and r.index in fresh:
                 rows.append((r.index, r.path, r.size, False))
         skipped.sort(key=lambda s: s.index)
@@ -201,8 +261,9 @@ class ImageLoader:
         if not rows:
             return None, carried + skipped
         data, scale, pad = self._resize(rows, fresh)
-        if gpu_items and cfg.device.type == "cuda":
-            self._hold_until_used(outs)
+        if decoded and cfg.device.type == "cuda":
+            self._hold_until_used(list(decoded.values()))
+            self._release_held(keep=_HELD_BATCHES)
         stats.images += len(rows)
         batch = ImageBatch(
             data=data,
@@ -222,10 +283,13 @@ class ImageLoader:
 
         cfg, cache = self.cfg, self._cache
         new = [r for r in rows if not r[3]]
-        imgs = [fresh[r[0]] for r in new]
+        imgs = [fresh[r[0]][0] for r in new]
+        orients = [fresh[r[0]][1] for r in new]
         sizes = [r[2] for r in new]
         if cache is None:
-            return resize_images(imgs, sizes, size=cfg.size, mode=cfg.mode, dtype=cfg.dtype, device=cfg.device)
+            return resize_images(
+                imgs, sizes, size=cfg.size, mode=cfg.mode, dtype=cfg.dtype, device=cfg.device, orientations=orients
+            )
         # Cached path: everything goes through uint8 canvases, so a cache hit and a fresh decode
         # give identical tensors.
         out = torch.empty((len(rows), 3, *cfg.size), dtype=torch.uint8, device=cfg.device)
@@ -233,7 +297,7 @@ class ImageLoader:
         pad = torch.empty((len(rows), 2), dtype=torch.float32)
         if new:
             canv, sc, pd = resize_images(
-                imgs, sizes, size=cfg.size, mode=cfg.mode, dtype=torch.uint8, device=cfg.device
+                imgs, sizes, size=cfg.size, mode=cfg.mode, dtype=torch.uint8, device=cfg.device, orientations=orients
             )
             metas = [(s, tuple(a.tolist()), tuple(b.tolist())) for s, a, b in zip(sizes, sc, pd)]
             cache.put([r[0] for r in new], canv, metas)
@@ -354,6 +418,18 @@ class ImageLoader:
         finally:
             stop.set()
             thread.join()
+
+
+def _chunks(items: Iterable, size: int) -> Iterator[list]:
+    """``items`` in lists of ``size`` (the last one shorter)."""
+    chunk: list = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def _adopt(batch: ImageBatch, ready) -> None:

@@ -2,8 +2,10 @@
 
 Each file is read, sniffed, its header checked (size limit, truncation, JPEG variant) and then
 either handed on as encoded bytes for the batched GPU decoder, or decoded right there on the
-worker thread (CPU decoders release the GIL, so the pool decodes in parallel). Failures become a
-:class:`SkippedImage`; nothing raised by one file stops the run.
+worker thread (CPU decoders release the GIL, so the pool decodes in parallel) and, when the
+output size is known, resized there too (one PyTorch thread per worker: see
+:mod:`vidpipe.images.threads`), so the batch assembly only places finished images. Failures
+become a :class:`SkippedImage`; nothing raised by one file stops the run.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from vidpipe.images.batch import SkippedImage
 from vidpipe.images.decode_cpu import decode_cpu
 from vidpipe.images.formats import ImageFormatError, JpegInfo, describe_unknown, parse_jpeg_header, sniff
 from vidpipe.images.listing import has_image_extension
+from vidpipe.images.resize import resize_one_cpu, target_size
 
 if TYPE_CHECKING:
     import torch
@@ -41,8 +44,9 @@ class ReadOptions:
 
     ``gpu_jpeg``: hand JPEGs nvJPEG decodes well (8-bit baseline, grey or YCbCr) to the batched
     GPU decoder as bytes; all other files are decoded on the reading thread.
-    ``target``: ``(size, mode)`` the images will be resized to (enables reduced-scale decoding of
-    huge JPEGs on the CPU); ``None`` for native size.
+    ``target``: ``(size, mode)`` the images will be resized to: images decoded on the CPU are
+    resized on the reading thread (and huge JPEGs decoded at reduced scale); ``None`` for
+    native size.
     """
 
     gpu_jpeg: bool
@@ -55,7 +59,8 @@ class Prepared:
     """A file read and checked. Exactly one of ``encoded`` (GPU route) and ``image`` is set.
 
     ``size`` is the source ``(height, width)`` after EXIF orientation; ``image`` (when decoded on
-    the CPU) is ``(3, h, w)`` uint8, oriented, possibly smaller than ``size`` (reduced-scale JPEG).
+    the CPU) is ``(3, h, w)`` uint8, oriented, already resized to its place in the output when
+    :attr:`ReadOptions.target` is set (else native size, or smaller for a reduced-scale JPEG).
     """
 
     index: int
@@ -110,11 +115,14 @@ def read_image(index: int, path: str, opts: ReadOptions) -> Prepared | SkippedIm
             if opts.gpu_jpeg and info.gpu_friendly:
                 encoded = torch.frombuffer(buf, dtype=torch.uint8)
                 return Prepared(index, path, fmt, (h, w), encoded=encoded, jpeg=info, mislabelled=mislabelled)
-            image = decode_cpu(buf, fmt, jpeg=info, target=_target_size(opts, h, w))
+            target = _target_size(opts, h, w)
+            image = _fit(decode_cpu(buf, fmt, jpeg=info, target=target), target)
             return Prepared(index, path, fmt, (h, w), image=image, jpeg=info, mislabelled=mislabelled)
         _check_pixels(*_pil_size(buf, fmt), opts.max_pixels)
         image = decode_cpu(buf, fmt)
-        return Prepared(index, path, fmt, (image.shape[1], image.shape[2]), image=image, mislabelled=mislabelled)
+        h, w = image.shape[1], image.shape[2]
+        image = _fit(image, _target_size(opts, h, w))
+        return Prepared(index, path, fmt, (h, w), image=image, mislabelled=mislabelled)
     except ImageFormatError as exc:
         return skip(exc.kind, str(exc))
     except MemoryError:
@@ -150,16 +158,16 @@ def _pil_size(buf: bytearray, fmt: str) -> tuple[int, int]:
         raise ImageFormatError(kind, f"{fmt.upper()} header unreadable: {exc}") from exc
 
 
+def _fit(image: torch.Tensor, target: tuple[int, int] | None) -> torch.Tensor:
+    """Resize to ``target`` on this thread, or (native size) make the planes contiguous here."""
+    return image.contiguous() if target is None else resize_one_cpu(image, target)
+
+
 def _target_size(opts: ReadOptions, h: int, w: int) -> tuple[int, int] | None:
     if opts.target is None:
         return None
-    (out_h, out_w), mode = opts.target
-    if mode == "letterbox":
-        from vidpipe.ops.letterbox import letterbox_geometry
-
-        g = letterbox_geometry(h, w, out_h, out_w)
-        return (g.new_h, g.new_w)
-    return (out_h, out_w)
+    size, mode = opts.target
+    return target_size(h, w, size, mode)
 
 
 _EXT_FORMAT = {
@@ -175,7 +183,8 @@ def _extension_matches(path: str, fmt: str) -> bool:
 class ReadAhead:
     """Apply ``fn`` to ``jobs`` on ``threads`` threads, at most ``depth`` ahead, yielding results
     in job order. Jobs for which ``bypass(job)`` is true are yielded as ``(job,)`` untouched.
-    ``close()`` (also on exhaustion) cancels what has not started."""
+    ``initializer`` runs once on each worker thread. ``close()`` (also on exhaustion) cancels
+    what has not started."""
 
     def __init__(
         self,
@@ -185,12 +194,15 @@ class ReadAhead:
         threads: int,
         depth: int,
         bypass: Callable[[Any], bool] | None = None,
+        initializer: Callable[[], None] | None = None,
     ) -> None:
         self._jobs = iter(jobs)
         self._fn = fn
         self._depth = max(1, depth)
         self._bypass = bypass
-        self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="vidpipe-read")
+        self._pool = ThreadPoolExecutor(
+            max_workers=max(1, threads), thread_name_prefix="vidpipe-read", initializer=initializer
+        )
         self._pending: deque[Future | tuple] = deque()
 
     def _fill(self) -> None:

@@ -1,9 +1,13 @@
 """Resize decoded images of mixed sizes into one batch: letterbox, plain resize, or native size.
 
-On the GPU, images of the same size are resized together (one kernel per size, not per image),
-in the output float dtype (float32 when the output is uint8, for exact rounding). On the CPU each
-image is resized on uint8 in its decoded HWC layout, PyTorch's vectorised antialiased path (about
-7x faster than on planar NCHW uint8 and 10x faster than float32).
+On CUDA with Triton, the whole batch is two kernel launches (:mod:`vidpipe.images.gpu_resize`:
+any mix of sizes and EXIF orientations, float32 arithmetic, written straight into the output
+dtype). Without Triton, images of the same size are resized together with ``F.interpolate`` (one
+kernel per size), in the output float dtype (float32 when the output is uint8, for exact
+rounding). On the CPU each image is resized on uint8 in its decoded HWC layout, PyTorch's
+vectorised antialiased path (about 7x faster than on planar NCHW uint8 and 10x faster than
+float32); the loader does that on its reader threads (:func:`resize_one_cpu`), so this module
+then only places the images.
 """
 
 from __future__ import annotations
@@ -11,12 +15,15 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from vidpipe._validate import check_choice
 from vidpipe.ops.letterbox import PAD_VALUE, letterbox_geometry
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["PAD_VALUE_U8", "resize_images", "to_dtype"]
+__all__ = ["BACKENDS", "PAD_VALUE_U8", "resize_images", "resize_one_cpu", "target_size", "to_dtype"]
+
+BACKENDS = ("auto", "triton", "torch")
 
 #: Letterbox grey in uint8 (PAD_VALUE * 255, rounded).
 PAD_VALUE_U8 = round(PAD_VALUE * 255)
@@ -30,17 +37,22 @@ def resize_images(
     mode: str,
     dtype: torch.dtype,
     device: torch.device,
+    orientations: list[int] | None = None,
+    backend: str = "auto",
 ) -> tuple[torch.Tensor | tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]:
     """Resize ``images`` into a batch.
 
     Args:
         images: ``(3, h_i, w_i)`` uint8 RGB tensors on ``device`` (any strides).
+        orientations: EXIF orientation (1..8) still to apply to each image (``None``: all 1).
         src_sizes: ``(height, width)`` of each *source* image; the geometry uses it, so an image
             decoded at reduced scale lands exactly where its full-size decode would.
         size: ``(H, W)`` of the output (ignored for ``mode="none"``).
         mode: ``"letterbox"`` (aspect kept, centred, grey padding), ``"resize"`` (stretched to
             ``H x W``) or ``"none"`` (native size).
         dtype: ``float16``/``float32``/``bfloat16`` (values in [0, 1]) or ``uint8`` (0..255).
+        backend: ``"auto"`` (the Triton kernels on CUDA when Triton imports), ``"triton"`` or
+            ``"torch"`` (``F.interpolate``; always on the CPU).
 
     Returns:
         ``(data, scale, pad)``: ``data`` is ``(B, 3, H, W)`` of ``dtype`` on ``device`` (a tuple of
@@ -49,7 +61,25 @@ def resize_images(
     """
     import torch
 
+    from vidpipe.images.decode_cpu import apply_orientation
+
+    check_choice("backend", backend, BACKENDS)
     b = len(images)
+    if orientations is None:
+        orientations = [1] * b
+    if mode != "none" and b and backend != "torch":
+        from vidpipe.images.gpu_resize import resize_batch_triton, triton_ready
+
+        ready = triton_ready(device)
+        if backend == "triton" and not ready:
+            from vidpipe.errors import BackendUnavailableError
+
+            raise BackendUnavailableError(f"the Triton resize kernels cannot run on {device}")
+        if ready and size is not None:
+            return resize_batch_triton(
+                images, orientations, src_sizes, size=size, mode=mode, dtype=dtype, device=device
+            )
+    images = [apply_orientation(img, o) for img, o in zip(images, orientations)]
     if mode == "none":
         data = tuple(to_dtype(img.contiguous(), dtype) for img in images)
         return data, torch.ones((b, 2), dtype=torch.float32), torch.zeros((b, 2), dtype=torch.float32)
@@ -120,3 +150,21 @@ def to_dtype(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     if dtype == torch.uint8:
         return x
     return x.to(dtype).mul_(1.0 / 255.0)
+
+
+def target_size(src_h: int, src_w: int, size: tuple[int, int], mode: str) -> tuple[int, int]:
+    """``(new_h, new_w)`` an ``src_h x src_w`` image is resized to: its letterbox region for
+    ``"letterbox"``, ``size`` itself for ``"resize"``."""
+    if mode == "letterbox":
+        g = letterbox_geometry(src_h, src_w, size[0], size[1])
+        return (g.new_h, g.new_w)
+    return (size[0], size[1])
+
+
+def resize_one_cpu(img: torch.Tensor, hw: tuple[int, int]) -> torch.Tensor:
+    """``(3, h, w)`` uint8 CPU image -> ``(3, *hw)`` uint8 (bilinear, antialiased when shrinking),
+    on the calling thread: what the CPU branch of :func:`resize_images` does to it, done ahead on a
+    reader thread. Returned as is when already ``hw``."""
+    if tuple(img.shape[-2:]) == tuple(hw):
+        return img
+    return _interpolate(img.unsqueeze(0), hw, img.dtype)[0]
