@@ -62,6 +62,15 @@ def oriented_layout(img: torch.Tensor, orientation: int) -> tuple[int, int, int,
     }.get(orientation, (0, sr, sw, h, w))
 
 
+def _on(t: torch.Tensor, device: torch.device) -> bool:
+    """``t`` is on ``device`` (``"cuda"`` without an index means the current one)."""
+    if t.device.type != device.type:
+        return False
+    if device.type != "cuda" or device.index is None:
+        return True
+    return t.device.index == device.index
+
+
 @functools.lru_cache(maxsize=32)
 def _packed_taps(keys: tuple[tuple[int, int, bool], ...]) -> tuple[np.ndarray, np.ndarray, dict]:
     """The taps of every ``(in, out, antialias)`` in ``keys`` back to back: int32 indices, float32
@@ -123,7 +132,7 @@ def resize_batch_triton(
     rows, xkeys, ykeys = [], [], []
     scratch = 0
     for i, (img, orient, (src_h, src_w)) in enumerate(zip(images, orientations, src_sizes)):
-        if img.dtype != torch.uint8 or img.ndim != 3 or img.shape[0] != 3 or img.device != device:
+        if img.dtype != torch.uint8 or img.ndim != 3 or img.shape[0] != 3 or not _on(img, device):
             raise ValueError(f"image {i}: expected (3, h, w) uint8 on {device}, got {tuple(img.shape)} {img.dtype}")
         offset, ys, xs, h, w = oriented_layout(img, orient)
         if mode == "letterbox":

@@ -144,7 +144,7 @@ class ImageLoader:
             target=None if cfg.size is None else (cfg.size, cfg.mode),
         )
         cache = self._cache
-        ahead = _DECODE_AHEAD if self._gpu is not None else 0
+        ahead = max(_DECODE_AHEAD, int(getattr(self._gpu, "concurrency", 1))) if self._gpu is not None else 0
         reader = ReadAhead(
             ((i, self.paths[i]) for i in self.order),
             lambda job: read_image(job[0], job[1], opts),
@@ -380,6 +380,7 @@ class ImageLoader:
             import torch
 
             try:
+                single_threaded_torch()  # its CPU copies must not spin up OpenMP teams next to the readers
                 on_cuda = self.cfg.device.type == "cuda"
                 with contextlib.ExitStack() as scope:
                     stream = None

@@ -1,0 +1,83 @@
+"""The direct nvJPEG hardware decoder against torchvision's decoder on the same engines (GPU only)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+from imgfactory import encode, pattern
+
+PHOTOS = Path(__file__).resolve().parents[1] / "data" / "images"
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def decoder():
+    from vidpipe.errors import BackendUnavailableError
+    from vidpipe.images.nvjpeg_hw import NvjpegHwDecoder
+
+    try:
+        return NvjpegHwDecoder(torch.device("cuda"), concurrency=3)
+    except BackendUnavailableError as exc:
+        pytest.skip(str(exc))
+
+
+def _blob(data: bytes) -> torch.Tensor:
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+
+
+def _files() -> list[torch.Tensor]:
+    out = [_blob(p.read_bytes()) for p in sorted(PHOTOS.glob("*.jpg"))]
+    out += [_blob(encode(pattern(70 + k, 90 + 2 * k, seed=k))) for k in range(6)]
+    out += [_blob(encode(pattern(64, 96), mode="L")), _blob(encode(pattern(50, 80), progressive=True))]
+    return out
+
+
+def _reference(blobs):
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    return [decode_jpeg([b], mode=ImageReadMode.RGB, device="cuda")[0] for b in blobs]
+
+
+def test_same_pixels_as_torchvision(decoder):
+    blobs = _files()
+    got = decoder.decode(blobs)
+    for k, (g, r) in enumerate(zip(got, _reference(blobs))):
+        assert not isinstance(g, Exception), (k, g)
+        assert g.shape == r.shape and g.device == r.device, k
+        assert torch.equal(g, r), f"file {k}: max diff {(g.int() - r.int()).abs().max()}"
+
+
+def test_bad_file_fails_alone(decoder):
+    blobs = _files()[:4]
+    bad = blobs[1].numpy().tobytes()[:150]  # cut inside the header
+    got = decoder.decode([blobs[0], _blob(bad), blobs[2]])
+    assert isinstance(got[1], Exception)
+    ref = _reference([blobs[0], blobs[2]])
+    assert torch.equal(got[0], ref[0]) and torch.equal(got[2], ref[1])
+
+
+def test_concurrent_calls_on_their_own_streams(decoder):
+    blobs = _files()
+    want = _reference(blobs)
+    results: dict[int, list] = {}
+
+    def work(j: int) -> None:
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            outs = [decoder.decode(blobs) for _ in range(3)]
+            stream.synchronize()
+        results[j] = outs
+
+    threads = [threading.Thread(target=work, args=(j,)) for j in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [0, 1, 2, 3]
+    for outs in results.values():
+        for got in outs:
+            assert all(torch.equal(g, w) for g, w in zip(got, want))
