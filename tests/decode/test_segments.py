@@ -123,3 +123,29 @@ def test_variable_frame_rate_numbers_by_rank(make_clip):
     plan = plan_decode(_index(pts, keys=[0, 4], tb=Fraction(1, 10)), DecodeOptions(start=0.5))
     assert plan.wanted == (2, 3, 4, 5)
     assert [plan.index_of[p] for p in pts] == list(range(6))
+
+
+@pytest.mark.parametrize("suffix,codec,ranges", [(".mp4", "h264", True), (".mov", "h264", True),
+                                                  (".mkv", "hevc", True), (".webm", "vp9", True),
+                                                  (".ts", "h264", False), (".avi", "mpeg4", False)])  # fmt: skip
+def test_scan_records_verified_byte_ranges(make_clip, suffix, codec, ranges):
+    import os
+
+    from vidpipe.decode.demux import Demuxer
+    from vidpipe.decode.fileread import block_header_size
+
+    clip = make_clip(suffix, codec=codec, frames=30, gop=10)
+    index = scan_stream(clip.path)
+    assert index.codec == codec and index.packets == 30
+    assert index.byte_ranges == ranges  # MP4/MOV and Matroska only; TS splits packets
+    if not index.byte_ranges:
+        assert index.pos == () and index.size == ()
+        return
+    with Demuxer(clip.path) as dmx, open(clip.path, "rb") as f:
+        for n, pkt in enumerate(dmx.raw_packets()):  # every packet, not just the sampled ones
+            f.seek(index.pos[n])
+            head = f.read(16)
+            skip = block_header_size(head) if index.block_headers else 0
+            f.seek(index.pos[n] + skip)
+            assert f.read(index.size[n]) == bytes(pkt)
+    assert index.block_headers == (suffix in (".mkv", ".webm")) and os.path.getsize(clip.path) > max(index.pos)

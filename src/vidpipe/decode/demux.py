@@ -94,6 +94,11 @@ class Demuxer:
             ) from exc
 
     @property
+    def container(self) -> str:
+        """FFmpeg's name of the container format (``"mov,mp4,m4a,3gp,3g2,mj2"``, ``"matroska,webm"``, ...)."""
+        return str(self._container.format.name)
+
+    @property
     def extradata(self) -> bytes | None:
         """The codec's global header (avcC/hvcC/...; ``None`` if empty)."""
         data = self._stream.codec_context.extradata

@@ -51,6 +51,16 @@ class StreamIndex:
         keyframes: packet numbers (decode order) of the keyframes.
         error: the :class:`~vidpipe.errors.DecodeError` that stopped the scan (truncated or
             damaged file; the packets before it are listed), else ``None``.
+        dts: decode timestamp of every packet (empty when not recorded).
+        pos, size: byte offset and length of every packet's data in the file, when the scan
+            verified that the file holds each packet's bytes there, contiguous and unchanged
+            (MP4/MOV, Matroska/WebM without lacing or header stripping); then workers read packets
+            straight from the file (:mod:`vidpipe.decode.fileread`). Empty otherwise.
+        block_headers: Matroska/WebM: ``pos`` is where a packet's block starts, and its bytes
+            follow the block header (track number, timecode, flags; see
+            :func:`~vidpipe.decode.fileread.block_header_size`).
+        codec, extradata: the stream's codec name and header (avcC/hvcC/...), for readers that
+            convert packets themselves.
     """
 
     source: str
@@ -59,10 +69,21 @@ class StreamIndex:
     pts: tuple[int | None, ...]
     keyframes: tuple[int, ...]
     error: Exception | None = field(default=None, compare=False)
+    dts: tuple[int | None, ...] = field(default=(), repr=False)
+    pos: tuple[int, ...] = field(default=(), repr=False)
+    size: tuple[int, ...] = field(default=(), repr=False)
+    block_headers: bool = False
+    codec: str = ""
+    extradata: bytes = field(default=b"", repr=False, compare=False)
 
     @property
     def packets(self) -> int:
         return len(self.pts)
+
+    @property
+    def byte_ranges(self) -> bool:
+        """Whether packets can be read straight from the file (``pos``/``size`` verified)."""
+        return bool(self.pos) and len(self.pos) == len(self.pts)
 
     def seconds(self, pts: int | None) -> float | None:
         """``pts`` in seconds from the start of the stream."""
@@ -74,25 +95,82 @@ def scan_stream(source: str | os.PathLike) -> StreamIndex:
 
     A read error part-way (truncated or damaged container) is kept in ``error``; the packets
     before it are returned. Errors opening the source propagate (:class:`~vidpipe.errors.SourceError`).
+    For a local MP4/MOV or Matroska/WebM file the packets' byte ranges are recorded, and the bytes
+    of the first packets and of every keyframe are checked against the demuxer's.
     """
     from vidpipe.decode.demux import Demuxer
+    from vidpipe.decode.probe import is_url
 
     text = os.fspath(source)
     pts: list[int | None] = []
+    dts: list[int | None] = []
     keys: list[int] = []
+    pos: list[int] = []
+    size: list[int] = []
     error: Exception | None = None
     with Demuxer(text) as dmx:
+        fmt = dmx.container
+        blocks = "matroska" in fmt
+        ranges = not is_url(text) and os.path.isfile(text) and (blocks or fmt.startswith("mov"))
+        fd = os.open(text, os.O_RDONLY) if ranges else -1
         try:
-            for number, pkt in enumerate(dmx.raw_packets()):
-                pts.append(pkt.pts)
-                if pkt.is_keyframe:
-                    keys.append(number)
-        except DecodeError as exc:
-            error = exc
-            logger.warning("%s: scan stopped after %d packets (%s)", text, len(pts), exc)
-        index = StreamIndex(text, dmx.time_base, dmx.start_pts, tuple(pts), tuple(keys), error)
-    logger.debug("%s: scanned %d packets, %d keyframes", text, index.packets, len(keys))
+            try:
+                for number, pkt in enumerate(dmx.raw_packets()):
+                    pts.append(pkt.pts)
+                    dts.append(pkt.dts)
+                    key = pkt.is_keyframe
+                    if key:
+                        keys.append(number)
+                    if ranges:
+                        p = pkt.pos
+                        if p is None or p < 0:
+                            ranges = False
+                            continue
+                        pos.append(p)
+                        size.append(pkt.size)
+                        if (key or number < 4) and not _same_bytes(fd, p, pkt, blocks):
+                            ranges = False
+            except DecodeError as exc:
+                error = exc
+                logger.warning("%s: scan stopped after %d packets (%s)", text, len(pts), exc)
+            ranges = ranges and _check_ranges(pos, size, os.fstat(fd).st_size)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        index = StreamIndex(
+            text, dmx.time_base, dmx.start_pts, tuple(pts), tuple(keys), error, tuple(dts),
+            tuple(pos) if ranges else (), tuple(size) if ranges else (), blocks and ranges,
+            dmx.codec, dmx.extradata or b"",
+        )  # fmt: skip
+    logger.debug("%s: scanned %d packets, %d keyframes (byte ranges: %s)", text, index.packets, len(keys), ranges)
     return index
+
+
+def _same_bytes(fd: int, pos: int, pkt: object, blocks: bool) -> bool:
+    """Whether the file holds ``pkt``'s bytes at ``pos`` (after a Matroska block header)."""
+    from vidpipe.decode.fileread import block_header_size
+
+    n = pkt.size  # type: ignore[attr-defined]
+    skip = 0
+    if blocks:
+        skip = block_header_size(os.pread(fd, 16, pos))
+        if skip is None:
+            return False
+    return os.pread(fd, n, pos + skip) == bytes(pkt)  # type: ignore[call-overload]
+
+
+def _check_ranges(pos: list[int], size: list[int], file_size: int) -> bool:
+    """Packets occupy disjoint byte ranges inside the file (laced or rewritten packets share or
+    lose their offsets)."""
+    if not pos:
+        return False
+    order = sorted(range(len(pos)), key=pos.__getitem__)
+    end = 0
+    for n in order:
+        if pos[n] < end or size[n] <= 0:
+            return False
+        end = pos[n] + size[n]
+    return end <= file_size
 
 
 @dataclass(frozen=True, slots=True)
