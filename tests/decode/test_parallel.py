@@ -232,3 +232,92 @@ def test_close_stops_a_run_in_progress(make_clip):
     rest = list(it)
     assert sum(len(b) for b in rest) < 8
     assert threading.active_count() == before
+
+
+@pytest.mark.parametrize("file_reads", [True, False], ids=["file-reads", "pyav-demux"])
+@pytest.mark.parametrize("suffix,codec", [(".mp4", "h264"), (".mkv", "hevc"), (".webm", "vp9"), (".ts", "h264")])
+def test_both_packet_readers_match_the_pyav_backend(make_clip, monkeypatch, file_reads, suffix, codec):
+    from vidpipe.decode import workers
+
+    monkeypatch.setattr(workers, "FILE_READS", file_reads)
+    clip = make_clip(suffix, codec=codec, frames=150, gop=10, bframes=2, width=160, height=96)
+    # a stride far beyond SEEK_GAP makes the PyAV reader seek; a range starts mid-file
+    for options in (DecodeOptions(), DecodeOptions(frame_skip=110), DecodeOptions(start=2.0, end=4.0)):
+        dec = PyAVParallelDecoder(str(clip.path), options=options, workers=3, segment_frames=10)
+        assert same(frames(dec), reference(clip.path, options))
+        assert dec.error is None
+        byte_ranges = suffix != ".ts"  # MPEG-TS splits packets over 188-byte units
+        assert dec.stats()["packet_reader"] == ("file" if file_reads and byte_ranges else "pyav")
+
+
+def _yuv_decoder(path, *, annexb, workers=3):
+    info = probe(str(path))
+    with Demuxer(str(path)) as d:
+        ext = d.extradata
+
+    def session(i):
+        return PyAVSession(info, layout="yuv", annexb=annexb, extradata=None if annexb else ext)
+
+    return SegmentParallelDecoder(
+        info, device=torch.device("cpu"), session_factory=session, layout="yuv", annexb=annexb,
+        workers=workers, segment_frames=10,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("file_reads", [True, False], ids=["file-reads", "pyav-demux"])
+@pytest.mark.parametrize("suffix,codec", [(".mp4", "h264"), (".mkv", "hevc")])
+def test_annexb_packets_decode_like_the_stored_ones(make_clip, monkeypatch, file_reads, suffix, codec):
+    """What NVDEC is fed (Annex-B, from the file reader's converter or PyAV's filter) decodes to
+    the same frames as the stored packets with their header."""
+    from vidpipe.decode import workers
+
+    monkeypatch.setattr(workers, "FILE_READS", file_reads)
+    clip = make_clip(suffix, codec=codec, frames=60, gop=10, bframes=2, width=160, height=96)
+    got = frames(_yuv_decoder(clip.path, annexb=True))
+    monkeypatch.setattr(workers, "FILE_READS", False)
+    assert same(got, frames(_yuv_decoder(clip.path, annexb=False)))
+    assert len(got) == 60
+
+
+@pytest.mark.parametrize("file_reads", [True, False], ids=["file-reads", "pyav-demux"])
+def test_open_gops_shared_keyframes_and_non_idr_starts(tmp_path, monkeypatch, file_reads):
+    """Open GOPs: a segment's leading pictures need the next segment's keyframe, which is an I
+    picture, not IDR: both segments read it, and a fresh Annex-B decoder can start there."""
+    from test_annexb import open_gop_clip
+
+    from vidpipe.decode import workers
+    from vidpipe.decode.segments import plan_decode, scan_stream
+
+    monkeypatch.setattr(workers, "FILE_READS", file_reads)
+    path = open_gop_clip(tmp_path / "open.mp4", frames=80)
+    plan = plan_decode(scan_stream(path), target_frames=10)
+    assert any(a.last_packet >= b.first_packet for a, b in zip(plan.segments, plan.segments[1:]))
+    ref = reference(path)
+    assert same(frames(PyAVParallelDecoder(str(path), workers=3, segment_frames=10)), ref)
+    # Annex-B with one fresh session per segment: every segment starts a decoder from scratch
+    info = probe(str(path))
+    dec = SegmentParallelDecoder(
+        info, device=torch.device("cpu"), layout="yuv", annexb=True, workers=3, segment_frames=10,
+        session_factory=lambda i: FreshSession(info, layout="yuv", annexb=True),
+    )  # fmt: skip
+    got = frames(dec)
+    monkeypatch.setattr(workers, "FILE_READS", False)
+    assert same(got, frames(_yuv_decoder(path, annexb=False))) and dec.frames_missing == 0
+
+
+class FreshSession(PyAVSession):
+    """A PyAV session whose codec starts from scratch at every segment."""
+
+    def start(self, segment):
+        import av
+
+        self._cc = av.CodecContext.create(self.info.codec, "r")
+
+
+def test_laced_matroska_blocks_fall_back_to_pyav_reads(make_clip, monkeypatch):
+    from vidpipe.decode import fileread
+
+    clip = make_clip(".mkv", codec="h264", frames=60, gop=10, width=160, height=96)
+    monkeypatch.setattr(fileread, "block_header_size", lambda head: None)  # as if every block were laced
+    dec = PyAVParallelDecoder(str(clip.path), workers=3, segment_frames=10)
+    assert same(frames(dec), reference(clip.path)) and dec.stats()["packet_reader"] == "pyav"

@@ -128,3 +128,46 @@ def test_misuse_is_reported():
         buf.put(3, "too far")
     with pytest.raises(ConfigError):
         ReorderBuffer(capacity=0)
+
+
+def test_runs_are_put_and_taken_at_once():
+    n, workers, run = 120, 3, 8
+    buf = ReorderBuffer(capacity=24, total=n)
+
+    def produce(w):  # runs of 8 positions, as decoder workers hand over their frames
+        for start in range(w * run, n, workers * run):
+            items = []
+            for p in range(start, min(start + run, n)):
+                buf.reserve(p, timeout=5)
+                items.append((p, f"item{p}"))
+            buf.put_many(items)
+
+    threads = [threading.Thread(target=produce, args=(w,)) for w in range(workers)]
+    for t in threads:
+        t.start()
+    got, sizes = [], []
+    while True:
+        part = buf.get_ready(16 - buf.next_position % 16, timeout=5)
+        if part is None:
+            break
+        sizes.append(len(part))
+        got += part
+    for t in threads:
+        t.join(timeout=5)
+    assert [p for p, _ in got] == list(range(n)) and [i for _, i in got] == [f"item{p}" for p in range(n)]
+    assert max(sizes) <= 16 and len(sizes) < n  # never past a batch of 16, fewer wake-ups than items
+    assert buf.writable(n + 23) and not buf.writable(n + 24)
+
+
+def test_put_many_refuses_filled_positions_and_get_ready_reports_holes():
+    buf = ReorderBuffer(capacity=8, total=6)
+    buf.put_many([(0, "a"), (1, "b")])
+    with pytest.raises(ValueError, match="already filled"):
+        buf.put_many([(1, "again")])
+    with pytest.raises(ValueError, match="past the end"):
+        buf.put_many([(6, "x")])
+    buf.skip(2, 4)
+    buf.put_many([(4, "e"), (5, "f")])
+    assert buf.get_ready(3) == [(0, "a"), (1, "b"), (2, MISSING)]
+    assert buf.get_ready(8) == [(3, MISSING), (4, "e"), (5, "f")]
+    assert buf.get_ready(8) is None and buf.missing == 2

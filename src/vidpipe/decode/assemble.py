@@ -7,8 +7,9 @@ once the consumer is done with them, so a long run allocates nothing after the f
 Two sides, possibly on different threads:
 
 - writers (decoder sessions) call :meth:`BatchAssembler.write`: the frame is copied into its row
-  on the session's CUDA stream, after that stream waited for the buffer's previous reader; an
-  event recorded after the copy travels with the returned :class:`Written` record;
+  on the session's CUDA stream (the current stream), after that stream waited for the buffer's
+  previous reader; after a run of copies, :meth:`BatchAssembler.seal` records one event, which
+  travels with the :class:`Written` records of those frames;
 - the consumer calls :meth:`BatchAssembler.add` with the records in position order (or
   :data:`~vidpipe.decode.reorder.MISSING` for frames that never came) and gets a
   :class:`~vidpipe.types.FrameBatch` when a batch is complete, after making the current CUDA
@@ -102,28 +103,29 @@ class BatchAssembler:
                 self._slots[batch] = slot
             return slot
 
-    def write(self, position: int, meta: FrameMeta, ref: "FrameRef", *, writer: int, stream: Any) -> Written:
-        """Copy ``ref`` into its row (on ``stream``, a CUDA stream, or ``None`` on the CPU)."""
+    def write(self, position: int, ref: "FrameRef", *, writer: int, stream: Any) -> None:
+        """Copy ``ref`` into its row. ``stream``: the CUDA stream the copy is issued on, which
+        must be the current stream (``None`` on the CPU); the first write of ``writer`` into a
+        batch buffer makes it wait for the buffer's previous reader. Make the copies visible
+        with :meth:`seal` before handing their records to the consumer."""
         batch, row = divmod(position, self.batch_size)
-        slot = self._slot(batch, stream)
+        slot = self._slots.get(batch) or self._slot(batch, stream)
         buf = slot.buffer
-        event = None
-        if stream is not None:
-            import torch
+        if writer not in slot.waited:
+            buf.wait(stream)
+            slot.waited.add(writer)
+        self.bytes_h2d += ref.copy_into(buf.tensor[row])
 
-            with torch.cuda.stream(stream):
-                if writer not in slot.waited:
-                    buf.wait(stream)
-                    slot.waited.add(writer)
-                self.bytes_h2d += ref.copy_into(buf.tensor[row])
-                event = torch.cuda.Event()
-                event.record(stream)
-        else:
-            if writer not in slot.waited:
-                buf.wait(None)
-                slot.waited.add(writer)
-            self.bytes_h2d += ref.copy_into(buf.tensor[row])
-        return Written(meta, writer, event)
+    def seal(self, stream: Any) -> Any:
+        """An event recorded on ``stream`` after the copies issued so far (``None`` on the CPU):
+        the consumer's stream waits for it before reading those rows."""
+        if stream is None:
+            return None
+        import torch
+
+        event = torch.cuda.Event()
+        event.record(stream)
+        return event
 
     # ------------------------------------------------------------------------------ consumer
 

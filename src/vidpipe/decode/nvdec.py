@@ -147,18 +147,93 @@ class _NvFrame:
         self._session = session
 
     def copy_into(self, dst: "torch.Tensor") -> int:
+        """Copy the frame into ``dst`` on the *current* CUDA stream, which must be the session's
+        (the decoder's stream: the frame's own copy out of the NVDEC surface is ordered before
+        it). Workers make it current once per segment (:func:`vidpipe.decode.workers.on_stream`)."""
+        if _driver_copy(self._frame, dst, self._session):
+            return 0
         import torch
 
-        with torch.cuda.stream(self._session.stream):
-            src = torch.from_dlpack(self._frame)  # waits on the decoder's copy event, no data copy
-            if src.shape != dst.shape or src.dtype != dst.dtype:
-                raise DecodeError(
-                    f"{self._session.info.source}: NVDEC frame {tuple(src.shape)} {src.dtype} does not "
-                    f"match {tuple(dst.shape)} {dst.dtype} (frame size changed mid-stream?); "
-                    "decode this file with decoder='pyav'"
-                )
-            dst.copy_(src)
+        src = torch.from_dlpack(self._frame)  # waits on the decoder's copy event, no data copy
+        if src.shape != dst.shape or src.dtype != dst.dtype:
+            raise DecodeError(
+                f"{self._session.info.source}: NVDEC frame {tuple(src.shape)} {src.dtype} does not "
+                f"match {tuple(dst.shape)} {dst.dtype} (frame size changed mid-stream?); "
+                "decode this file with decoder='pyav'"
+            )
+        dst.copy_(src)
         return 0
+
+
+#: copy frames with one CUDA driver call made without releasing the GIL (else torch's from_dlpack
+#: + copy_, which re-take the GIL); see :func:`_driver_copy`
+DRIVER_COPY = True
+_driver: Any = None  # (cuMemcpyDtoDAsync_v2, cuCtxGetCurrent) or False when unavailable
+_driver_lock = threading.Lock()
+_tls = threading.local()
+driver_copies = 0  # frames copied by the driver path (diagnostics)
+
+
+def _driver_functions() -> Any:
+    global _driver
+    with _driver_lock:
+        if _driver is None:
+            try:
+                lib = ctypes.PyDLL("libcuda.so.1")  # PyDLL: the call keeps the GIL (no hand-over)
+                copy = lib.cuMemcpyDtoDAsync_v2
+                copy.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
+                copy.restype = ctypes.c_int
+                device = lib.cuCtxGetDevice
+                device.argtypes = [ctypes.POINTER(ctypes.c_int)]
+                device.restype = ctypes.c_int
+                wait = lib.cuStreamWaitEvent
+                wait.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
+                wait.restype = ctypes.c_int
+                _driver = (copy, device, wait)
+            except (OSError, AttributeError) as exc:
+                logger.debug("CUDA driver copy unavailable (%s)", exc)
+                _driver = False
+        return _driver
+
+
+def _driver_copy(frame: Any, dst: "torch.Tensor", session: "NvdecSession") -> bool:
+    """Copy an NVDEC frame (packed NV12/P016, ``framesize()`` bytes) into the contiguous ``dst``
+    with ``cuMemcpyDtoDAsync`` on the session's stream. Returns ``False`` (nothing done) when
+    this path does not apply: disabled, no driver library, no current CUDA context in this
+    thread yet, or sizes that differ (the caller's checked path then reports them)."""
+    global DRIVER_COPY, driver_copies
+    if not DRIVER_COPY or _driver is False:
+        return False
+    fns = _driver or _driver_functions()
+    if not fns:
+        return False
+    copy, device, wait = fns
+    gpu = session.key[0]
+    if getattr(_tls, "gpu", None) != gpu:  # the runtime binds the primary context on first use
+        dev = ctypes.c_int(-1)
+        if device(ctypes.byref(dev)) != 0 or dev.value != gpu:
+            return False  # no context (or another GPU's) current in this thread yet
+        _tls.gpu = gpu
+    n = dst.numel() * dst.element_size()
+    try:
+        if frame.framesize() != n or not dst.is_contiguous():
+            return False
+        stream = session.stream.cuda_stream
+        event = frame.decoder_stream_event
+        src = frame.GetPtrToPlane(0)
+    except (AttributeError, TypeError) as exc:  # another PyNvVideoCodec: the checked path
+        logger.info("NVDEC frames lack %s; copying with PyTorch", exc)
+        DRIVER_COPY = False
+        return False
+    if event and wait(stream, event, 0) != 0:  # the decoder's copy out of the surface (same stream: a no-op)
+        return False
+    rc = copy(dst.data_ptr(), src, n, stream)
+    if rc != 0:
+        logger.warning("cuMemcpyDtoDAsync failed (CUDA error %d); copying with PyTorch from now on", rc)
+        DRIVER_COPY = False
+        return False
+    driver_copies += 1
+    return True
 
 
 def session_key(info: StreamInfo, device: "torch.device") -> tuple:

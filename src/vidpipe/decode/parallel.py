@@ -138,6 +138,7 @@ class SegmentParallelDecoder(Decoder):
         self.bytes_host_to_device = 0
         self.bytes_device_to_host = 0  # decoded frames never go to the host on the GPU path
         self.workers_used = 0
+        self.packet_reader = "none"  # how workers read packets: "file" (byte ranges) or "pyav"
         self._positions_before = 0  # inexact streams: positions are numbered from here
         self._errors: list[str] = []
         self._lock = threading.Lock()
@@ -150,6 +151,7 @@ class SegmentParallelDecoder(Decoder):
             "decoder": self.name,
             "workers": self.workers_used,
             "segments": len(plan.segments) if plan else 0,
+            "packet_reader": self.packet_reader,
             "frames_decoded": self.frames_decoded,
             "frames_delivered": self.frames_delivered,
             "frames_missing": self.frames_missing,

@@ -123,6 +123,26 @@ class ReorderBuffer(Generic[T]):
             if position == self._next:
                 self._cond.notify()
 
+    def writable(self, position: int) -> bool:
+        """Whether :meth:`reserve` of ``position`` would return at once (a hint: no lock)."""
+        return position < self._next + self.capacity
+
+    def put_many(self, items: "list[tuple[int, T]]") -> None:
+        """Store several ``(position, item)`` pairs at once (one lock, one wake-up); each
+        position must have been reserved (:meth:`reserve`), so this never blocks."""
+        with self._cond:
+            self._check_open()
+            store = self._items
+            for position, item in items:
+                if position < self._next or position in store:
+                    raise ValueError(f"position {position} was already filled")
+                if self._end is not None and position >= self._end:
+                    raise ValueError(f"position {position} is past the end ({self._end})")
+                store[position] = item
+            self.peak = max(self.peak, len(store))
+            if self._next in store:
+                self._cond.notify()
+
     def skip(self, start: int, end: int | None = None) -> int:
         """Mark the unfilled positions in ``[start, end)`` (default: just ``start``) as missing.
 
@@ -194,6 +214,42 @@ class ReorderBuffer(Generic[T]):
                 self._wake_writers()
                 return position, item
             return None
+
+    def get_ready(self, limit: int, timeout: float | None = None) -> "list[tuple[int, Any]] | None":
+        """The items ready in order from the consumer's position, at least one and at most
+        ``limit`` (waits like :meth:`get`), or ``None`` at the end: one wake-up per run of
+        positions instead of one per position. Positions taken count as consumed (writers may
+        run ``capacity`` ahead of them), so take no more than you process at once."""
+        with self._cond:
+            ok = self._cond.wait_for(
+                lambda: (
+                    self._error is not None
+                    or self._cancelled
+                    or self._next in self._items
+                    or (self._end is not None and self._next >= self._end)
+                ),
+                timeout,
+            )
+            if self._error is not None:
+                raise self._error
+            if self._cancelled:
+                return None
+            if not ok:
+                raise TimeoutError(f"position {self._next} not delivered after {timeout}s")
+            out: list[tuple[int, Any]] = []
+            store, p = self._items, self._next
+            stop = p + max(1, limit)
+            while p < stop and p in store:
+                item = store.pop(p)
+                if item is MISSING:
+                    self.missing += 1
+                out.append((p, item))
+                p += 1
+            if not out:
+                return None
+            self._next = p
+            self._wake_writers()
+            return out
 
     def __len__(self) -> int:
         """Items held now."""

@@ -1,46 +1,62 @@
-"""Read a stream once, in file order, and route each packet to the segments that need it.
+"""Read one segment's packets with PyAV: a worker's own demuxer, seeks, and the routing rules.
 
-:func:`route_packets` walks a :class:`~vidpipe.decode.segments.DecodePlan`: it demuxes packets in
-decode order, tags each with the segments whose packet range covers it (a keyframe can belong to
-two: the start of one segment and the reference for the previous one's leading pictures), drops
-packets no segment needs, seeks over long stretches nobody needs (large strides, a late start),
-and says when a segment has received all its packets. One reader serves every decoder session,
-so a file is opened and demuxed once however many sessions decode it.
+Each worker of a segment-parallel run reads the packets of the segments it decodes itself
+(:class:`DemuxReader`), so demuxing scales with the workers instead of one reader thread feeding
+them all (a single reader, contending for the GIL with a dozen decoder threads, could not keep
+NVDEC busy). Files whose packets lie verbatim in the file are read without a demuxer
+(:mod:`vidpipe.decode.fileread`); this module serves every other container (MPEG-TS, AVI, FLV,
+...) and streams without an index.
 
-Packets are identified by timestamp (unique in an exact plan), so the position in the file is
-known again right after a seek.
+The rules, for an exact plan (see :mod:`vidpipe.decode.segments`):
+
+- packets are identified by timestamp (unique in an exact plan), so the position in the file is
+  known again right after a seek; packets not in the scan (after damage) are ignored;
+- a segment gets the packets numbered ``first_packet .. last_packet`` in decode order. A keyframe
+  may belong to two segments (the start of one and, for open GOPs, the reference of the previous
+  one's leading pictures): each segment reads it;
+- the reader reads on when the segment starts at most :data:`SEEK_GAP` packets ahead, else it
+  seeks to the segment's keyframe. A seek that lands *after* the keyframe (inexact container
+  index) is retried from earlier times, and at worst from the start of the file; after such an
+  overshoot the reader stops seeking forward (it reads on, and goes back to the start only
+  when a segment lies behind it);
+- packets the Annex-B filter rejects (damage) are dropped, up to :data:`MAX_REJECTED`;
+- every segment ends with an end marker, carrying the read error if reading stopped early.
+
+An inexact plan has one segment: every packet of the stream, in order, from the start.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vidpipe.errors import DecodeError
 
 if TYPE_CHECKING:
-    from vidpipe.decode.demux import Demuxer
-    from vidpipe.decode.segments import DecodePlan
+    from vidpipe.decode.segments import DecodePlan, Segment
     from vidpipe.types import Packet
 
-__all__ = ["Routed", "route_packets", "SEEK_GAP"]
+__all__ = ["Routed", "DemuxReader", "SEEK_GAP", "MAX_REJECTED"]
 
 logger = logging.getLogger(__name__)
 
-#: seek instead of reading on when the next needed packet is at least this many packets ahead
+#: seek instead of reading on when the segment starts at least this many packets ahead
 SEEK_GAP = 96
 #: damaged packets the Annex-B filter may reject before reading gives up
 MAX_REJECTED = 64
+#: when a seek overshoots the keyframe, seek again this many seconds earlier (then the start)
+_BACKOFF_S = (2.0, 10.0, 60.0)
 
 
 @dataclass(frozen=True, slots=True)
 class Routed:
-    """One step of the reader: a packet for some segments, or the end of a segment's packets.
+    """One step of a segment's packets: a packet, or the end of the segment.
 
-    ``packet`` is ``None`` for an end marker; then ``segments`` holds the one segment that ended.
-    ``error`` (end markers only) is why the segment ended early (read error), else ``None``.
+    ``packet`` is ``None`` for the end marker; ``error`` (end markers only) is why the segment
+    ended early (read error), else ``None``. ``segments`` holds the segment's number.
     """
 
     segments: tuple[int, ...]
@@ -48,105 +64,189 @@ class Routed:
     error: Exception | None = None
 
 
-def route_packets(demuxer: "Demuxer", plan: "DecodePlan", *, seek_gap: int = SEEK_GAP) -> Iterator[Routed]:
-    """Yield :class:`Routed` steps for ``plan`` from ``demuxer`` (positioned anywhere).
+class DemuxReader:
+    """The packets of the segments one worker decodes, from its own :class:`Demuxer`.
 
-    Every segment gets exactly one end marker, after its last packet, also when reading stops
-    early (then with the read error). An inexact plan's single segment gets every packet.
+    Args:
+        plan: the decode plan.
+        source: the file or URL.
+        annexb: H.264/HEVC as Annex-B (``h264_mp4toannexb``/``hevc_mp4toannexb``).
+        stream_id: written into every packet.
+        packet_of: ``pts -> packet number`` of the plan's scan (shared by the workers).
+        seek_gap: see :data:`SEEK_GAP`.
+        start_prefix: H.264 Annex-B parameter sets (SPS/PPS) put before a segment's first packet
+            when it carries none: a keyframe that is not an IDR picture (open GOP) gets none from
+            the filter, and a fresh decoder could not start there.
+
+    Segments must be asked for in increasing order for reading on to pay off; any order works.
+    One thread at a time.
     """
-    segs = plan.segments
-    if not segs:
-        return
-    if not plan.exact:
-        yield from _route_all(demuxer, plan)
-        return
-    packet_of = {p: n for n, p in enumerate(plan.index.pts)}
-    first = segs[0].first_packet
-    nxt = 0  # next segment not yet ended
-    error: Exception | None = None
-    seeked_for = -1  # the segment the last seek aimed at (never seek twice for one)
-    rejected = 0
-    check_landing = False
-    if first > seek_gap:
-        _seek(demuxer, plan, 0)
-        seeked_for, check_landing = 0, True
-    packets = demuxer.packets()
-    try:
-        while nxt < len(segs):
+
+    def __init__(
+        self,
+        plan: "DecodePlan",
+        *,
+        source: str,
+        annexb: bool,
+        stream_id: int = 0,
+        packet_of: dict[int, int] | None = None,
+        seek_gap: int = SEEK_GAP,
+        start_prefix: bytes = b"",
+    ) -> None:
+        self.plan = plan
+        self.source = source
+        self.annexb = annexb
+        self.stream_id = stream_id
+        self.packet_of = packet_of if packet_of is not None else packet_numbers(plan)
+        self.seek_gap = seek_gap
+        self.start_prefix = start_prefix
+        self.seeks = 0
+        self.rejected = 0
+        self._dmx: Any = None
+        self._it: Iterator[Any] | None = None
+        self._last: int | None = None  # number of the last packet read (None: unknown, after a seek)
+        self._pending: tuple[int, Any] | None = None  # read past the previous segment's end
+        self._seek_forward = True  # False once a seek overshot: read on instead
+
+    # ------------------------------------------------------------------------------ lifetime
+
+    def _open(self) -> None:
+        from vidpipe.decode.demux import Demuxer
+
+        self._dmx = Demuxer(self.source, annexb=self.annexb, stream_id=self.stream_id)
+        self._it = self._dmx.packets()
+        self._last = -1
+        self._pending = None
+
+    def close(self) -> None:
+        if self._dmx is not None:
+            self._dmx.close()
+            self._dmx = None
+            self._it = None
+
+    # ------------------------------------------------------------------------------- reading
+
+    def _next(self) -> Any | None:
+        """The next packet of the stream (``None`` at its end); drops rejected packets."""
+        while True:
             try:
-                pkt = next(packets)
+                return next(self._it)  # type: ignore[arg-type]
             except StopIteration:
-                break
+                return None
             except DecodeError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the bitstream filter rejected a damaged packet
-                rejected += 1
-                if rejected > MAX_REJECTED:
-                    raise DecodeError(f"{plan.index.source}: too many damaged packets ({exc})") from exc
-                log = logger.warning if rejected == 1 else logger.debug
-                log("%s: dropped a packet the bitstream filter rejected (%s)", plan.index.source, exc)
-                packets = demuxer.packets()  # the demuxer reads on after the damaged packet
-                continue
-            n = packet_of.get(pkt.pts) if pkt.pts is not None else None
-            if n is None:
-                continue  # not in the scan (e.g. appeared after a damaged stretch)
-            if check_landing:
-                check_landing = False
-                if n > segs[nxt].first_packet:  # the seek went past the keyframe: read from the start
-                    logger.debug(
-                        "%s: seek overshot packet %d (at %d); reading from the start",
-                        plan.index.source,
-                        segs[nxt].first_packet,
-                        n,
+                self.rejected += 1
+                if self.rejected > MAX_REJECTED:
+                    raise DecodeError(f"{self.source}: too many damaged packets ({exc})") from exc
+                log = logger.warning if self.rejected == 1 else logger.debug
+                log("%s: dropped a packet the bitstream filter rejected (%s)", self.source, exc)
+                self._it = self._dmx.packets()  # the demuxer reads on after the damaged packet
+
+    def _seek(self, seconds: float) -> None:
+        self._dmx.seek(max(0.0, seconds))
+        self._it = self._dmx.packets()
+        self._last = None
+        self._pending = None
+        self.seeks += 1
+
+    def steps(self, seg: "Segment") -> Iterator[Routed]:
+        """The packets of ``seg`` (decode order), then its end marker."""
+        if self._dmx is None:
+            try:
+                self._open()
+            except Exception as exc:  # noqa: BLE001 - the segment ends with the reason
+                yield Routed((seg.number,), None, exc)
+                return
+        if not self.plan.exact:
+            yield from self._all(seg)
+            return
+        error: Exception | None = None
+        try:
+            yield from self._exact(seg)
+        except DecodeError as exc:  # the container could not be read on (truncated / damaged)
+            logger.warning("%s", exc)
+            error = exc
+            self._last = None  # position unknown: the next segment seeks
+            self._pending = None
+        yield Routed((seg.number,), None, error)
+
+    def _exact(self, seg: "Segment") -> Iterator[Routed]:
+        first, last = seg.first_packet, seg.last_packet
+        key_s = self.plan.index.seconds(seg.key_pts) or 0.0
+        here = self._pending[0] if self._pending is not None else (None if self._last is None else self._last + 1)
+        targets: list[float] = []  # where to seek (seconds), next one after an overshoot
+        landed = True
+        if here is None or here > first or (first - here > self.seek_gap and self._seek_forward):
+            if here is not None and here > first and not self._seek_forward:
+                targets = [0.0]  # behind us, and seeking is unreliable here: from the start
+            else:
+                targets = [key_s] + [key_s - b for b in _BACKOFF_S if key_s - b > 0.0] + [0.0]
+            self._seek(targets.pop(0))
+            landed = False
+        mine = (seg.number,)
+        while True:
+            if self._pending is not None:
+                n, pkt = self._pending
+                self._pending = None
+            else:
+                pkt = self._next()
+                if pkt is None:
+                    raise DecodeError(
+                        f"{self.source}: the stream ended before packet {max(first, (self._last or -1) + 1)} "
+                        "that the scan listed; the file may have changed or be damaged"
                     )
-                    demuxer.seek(0.0)
-                    packets = demuxer.packets()
-                    seek_gap = len(plan.index.pts) + 1  # no more seeking
+                n = self.packet_of.get(pkt.pts) if pkt.pts is not None else None
+                if n is None:
+                    continue  # not in the scan (e.g. appeared after a damaged stretch)
+                self._last = n
+            if not landed:
+                landed = True
+                if n > first:  # the seek went past the keyframe: try from earlier
+                    self._seek_forward = False
+                    if not targets:
+                        raise DecodeError(f"{self.source}: cannot reach packet {first} (reading starts at {n})")
+                    logger.debug("%s: seek overshot packet %d (landed at %d); seeking earlier", self.source, first, n)
+                    self._seek(targets.pop(0))
+                    landed = False
                     continue
-            while nxt < len(segs) and segs[nxt].last_packet < n:
-                yield Routed((nxt,))
-                nxt += 1
-            if nxt >= len(segs):
-                break
-            covering = tuple(
-                s for s in range(nxt, min(nxt + 3, len(segs))) if segs[s].first_packet <= n <= segs[s].last_packet
-            )
-            if covering:
-                yield Routed(covering, pkt)
-                if n == segs[nxt].last_packet:
-                    yield Routed((nxt,))
-                    nxt += 1
-            elif segs[nxt].first_packet - n > seek_gap and seeked_for != nxt:
-                _seek(demuxer, plan, nxt)
-                seeked_for, check_landing = nxt, True
-                packets = demuxer.packets()
-    except DecodeError as exc:  # the container could not be read on (truncated / damaged)
-        error = exc
-        logger.warning("%s", exc)
-    if error is None and nxt < len(segs):
-        missing = segs[nxt].first_packet
-        error = DecodeError(
-            f"{plan.index.source}: the stream ended before packet {missing} that the scan listed; "
-            "the file may have changed or be damaged"
-        )
-    for s in range(nxt, len(segs)):
-        yield Routed((s,), None, error)
+            if n < first:
+                continue
+            if n > last:
+                self._pending = (n, pkt)  # the next segment may start here
+                return
+            if n == first and self.start_prefix and not _has_sps(pkt.data):
+                pkt = dataclasses.replace(pkt, data=self.start_prefix + pkt.data)
+            yield Routed(mine, pkt)
+            if n == last:
+                return
+
+    def _all(self, seg: "Segment") -> Iterator[Routed]:
+        """Inexact plans: every packet from the start of the stream."""
+        if self._last != -1:
+            self._seek(0.0)
+        self._last = None
+        error: Exception | None = None
+        mine = (seg.number,)
+        try:
+            while (pkt := self._next()) is not None:
+                yield Routed(mine, pkt)
+        except DecodeError as exc:
+            error = exc
+            logger.warning("%s", exc)
+        yield Routed(mine, None, error)
 
 
-def _seek(demuxer: "Demuxer", plan: "DecodePlan", segment: int) -> None:
-    seg = plan.segments[segment]
-    seconds = plan.index.seconds(seg.key_pts) or 0.0
-    if logger.isEnabledFor(logging.DEBUG):
-        logger.debug("%s: seek to segment %d (packet %d, %.3fs)", plan.index.source, segment, seg.first_packet, seconds)
-    demuxer.seek(seconds)
+def _has_sps(data: bytes) -> bool:
+    """Whether an H.264 Annex-B access unit holds a sequence parameter set."""
+    i = data.find(b"\x00\x00\x01")
+    while 0 <= i < len(data) - 3:
+        if data[i + 3] & 0x1F == 7:
+            return True
+        i = data.find(b"\x00\x00\x01", i + 3)
+    return False
 
 
-def _route_all(demuxer: "Demuxer", plan: "DecodePlan") -> Iterator[Routed]:
-    error: Exception | None = None
-    try:
-        for pkt in demuxer.packets():
-            yield Routed((0,), pkt)
-    except DecodeError as exc:
-        error = exc
-        logger.warning("%s", exc)
-    yield Routed((0,), None, error)
+def packet_numbers(plan: "DecodePlan") -> dict[int, int]:
+    """``pts -> packet number`` (decode order) of an exact plan's scan."""
+    return {p: n for n, p in enumerate(plan.index.pts) if p is not None}

@@ -1,29 +1,37 @@
-"""The threads of segment-parallel decoding: a reader, ``k`` workers, and the consumer loop.
+"""The threads of segment-parallel decoding: ``k`` workers and the consumer loop.
 
 :func:`run_workers` runs one :class:`~vidpipe.decode.parallel.SegmentParallelDecoder` pass:
 
-- the **reader** demuxes the file once (:func:`~vidpipe.decode.routing.route_packets`) into one
-  queue per segment, reading at most ``k`` segments beyond the highest one a worker has taken;
-- each **worker** takes the next segment in stream order and runs :func:`decode_segment` with its
-  session, writing each kept frame into its batch row once the reorder buffer lets it (a worker
-  ahead of the consumer by ``window`` positions waits);
-- the **consumer** (the generator itself) takes positions in order from the
+- each **worker** takes the next segment in stream order, reads that segment's packets itself
+  (:func:`make_reader`: straight from the file by the scan's byte ranges, else its own PyAV
+  demuxer, see :mod:`vidpipe.decode.routing`) and runs :func:`decode_segment` with its session,
+  copying each kept frame into its batch row once the reorder buffer lets it (a worker ahead of
+  the consumer by ``window`` positions waits). Records are handed over a batch-run at a time:
+  the copies of a run of positions in one batch share one CUDA event and one
+  :meth:`~vidpipe.decode.reorder.ReorderBuffer.put_many`;
+- the **consumer** (the generator itself) takes runs of positions in order from the
   :class:`~vidpipe.decode.reorder.ReorderBuffer` and yields complete batches.
 
-Every exit path (end, error, the caller closing the generator) stops the reader, cancels the
-reorder buffer, wakes waiting workers and joins the threads.
+Why no reader thread: demuxing and the Annex-B filter take and release the GIL several times a
+packet; one thread doing it for a dozen decoder threads, all contending for the GIL, was the
+bottleneck (NVDEC sessions starved of packets). Reading per worker spreads it, and the file
+reader needs no FFmpeg call per packet at all.
+
+Every exit path (end, error, the caller closing the generator) cancels the reorder buffer,
+wakes waiting workers and joins the threads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import queue
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from vidpipe.decode.assemble import Written
 from vidpipe.decode.reorder import Cancelled, ReorderBuffer
-from vidpipe.decode.routing import Routed, route_packets
+from vidpipe.decode.routing import DemuxReader, Routed, packet_numbers
 
 if TYPE_CHECKING:
     from vidpipe.decode.assemble import BatchAssembler
@@ -32,7 +40,7 @@ if TYPE_CHECKING:
     from vidpipe.decode.sessions import FrameRef
     from vidpipe.types import FrameBatch, FrameMeta
 
-__all__ = ["run_workers", "decode_segment", "new_session", "MAX_FAILURES", "Stop"]
+__all__ = ["run_workers", "decode_segment", "new_session", "make_reader", "MAX_FAILURES", "Stop"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,11 +71,10 @@ def decode_segment(
     opts = dec.options
     emitted: dict[int, int] = {}  # frame index -> output position
     seen: list[Any] = []
-    state = {"index": -1, "stop": False}
+    state = {"index": -1, "stop": False, "decoded": 0}
 
     def take(ref: "FrameRef") -> None:
-        with dec._lock:
-            dec.frames_decoded += 1
+        state["decoded"] += 1
         pts = ref.pts
         if exact:
             if pts is None or not seg.owns(pts):
@@ -102,6 +109,10 @@ def decode_segment(
         sess = sessions[0]
         sess.start(seg)
         state["index"] = -1
+        with on_stream(sess.stream):
+            run_on(sess, replay)
+
+    def run_on(sess: Any, replay: list[Any]) -> None:
         try:
             for pkt in replay:
                 for ref in sess.feed(pkt):
@@ -136,8 +147,9 @@ def decode_segment(
         failed = 1
         reason = f"{sessions[0].kind} failed on segment {seg.number} ({type(exc).__name__}: {exc})"
         try:  # keep the frames the failed session had already decoded
-            for ref in sessions[0].finish():
-                take(ref)
+            with on_stream(sessions[0].stream):
+                for ref in sessions[0].finish():
+                    take(ref)
         except Cancelled:
             raise
         except Exception:  # noqa: BLE001 - Stop, or the session is unusable
@@ -168,104 +180,173 @@ def decode_segment(
         if exact:
             for _ in steps:
                 pass
-    if exact and seg.count > len(emitted):
-        with dec._lock:
+    with dec._lock:
+        dec.frames_decoded += state["decoded"]
+        if exact and seg.count > len(emitted):
             dec.frames_missing += seg.count - len(emitted)
     if state["stop"]:
         raise Stop
     return failed
 
 
+def on_stream(stream: Any) -> Any:
+    """``torch.cuda.stream(stream)`` (``stream`` current for the block), or a no-op for ``None``."""
+    if stream is None:
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.cuda.stream(stream)
+
+
+class _Emitter:
+    """A worker's hand-over of decoded frames: reserve the position, copy the frame into its
+    row, and pass the records to the consumer a run at a time (one event per run). A run ends
+    at a batch boundary, a change of CUDA stream (fallback session), before waiting for the
+    consumer, and at the end of each segment (:meth:`flush`)."""
+
+    __slots__ = ("reorder", "asm", "writer", "batch_size", "items", "batch", "stream", "last")
+
+    def __init__(self, reorder: ReorderBuffer, asm: "BatchAssembler", writer: int) -> None:
+        self.reorder = reorder
+        self.asm = asm
+        self.writer = writer
+        self.batch_size = asm.batch_size
+        self.items: list[tuple[int, Any]] = []
+        self.batch = -1
+        self.stream: Any = None
+        self.last = -1  # highest position handed over
+
+    def __call__(self, pos: int, meta: "FrameMeta", ref: "FrameRef", stream: Any) -> None:
+        batch = pos // self.batch_size
+        if self.items and (batch != self.batch or stream is not self.stream or not self.reorder.writable(pos)):
+            self.flush()
+        self.reorder.reserve(pos)
+        self.asm.write(pos, ref, writer=self.writer, stream=stream)
+        self.items.append((pos, meta))
+        self.batch, self.stream = batch, stream
+
+    def flush(self) -> None:
+        if not self.items:
+            return
+        event = self.asm.seal(self.stream)
+        w = self.writer
+        records = [(p, Written(m, w, event)) for p, m in self.items]
+        self.items = []
+        self.reorder.put_many(records)
+        self.last = max(self.last, records[-1][0])
+
+
+class _Shared:
+    """What the workers' readers share: built once per run, on first use."""
+
+    def __init__(self, dec: "SegmentParallelDecoder", plan: "DecodePlan") -> None:
+        self.dec = dec
+        self.plan = plan
+        self._lock = threading.Lock()
+        self._packet_of: dict[int, int] | None = None
+        self._keys: frozenset[int] | None = None
+
+    def packet_of(self) -> dict[int, int]:
+        with self._lock:
+            if self._packet_of is None:
+                self._packet_of = packet_numbers(self.plan)
+            return self._packet_of
+
+    def keyframes(self) -> frozenset[int]:
+        with self._lock:
+            if self._keys is None:
+                self._keys = frozenset(self.plan.index.keyframes)
+            return self._keys
+
+
+#: read packets straight from the file when the scan verified their byte ranges (else PyAV)
+FILE_READS = True
+
+
+def make_reader(dec: "SegmentParallelDecoder", plan: "DecodePlan", shared: _Shared | None = None) -> Any:
+    """A worker's packet reader: a :class:`~vidpipe.decode.fileread.FileReader` when the plan is
+    exact and the scan verified the packets' byte ranges (and, for Annex-B, the codec header
+    converts), else a :class:`~vidpipe.decode.routing.DemuxReader`."""
+    shared = shared or _Shared(dec, plan)
+    index = plan.index
+    if FILE_READS and plan.exact and index.byte_ranges:
+        from vidpipe.decode.annexb import AnnexB
+        from vidpipe.decode.fileread import FileReader
+        from vidpipe.errors import UnsupportedError
+
+        conv = None
+        try:
+            if dec.annexb and index.codec in ("h264", "hevc"):
+                conv = AnnexB(index.codec, index.extradata)
+            dec.packet_reader = "file"
+            return FileReader(
+                plan, converter=conv, stream_id=dec.stream_id, keyframes=shared.keyframes(),
+                fallback=lambda: _demux_reader(dec, plan, shared),
+            )  # fmt: skip
+        except (UnsupportedError, OSError) as exc:
+            logger.debug("%s: reading with PyAV (%s)", dec.info.source, exc)
+    return _demux_reader(dec, plan, shared)
+
+
+def _demux_reader(dec: "SegmentParallelDecoder", plan: "DecodePlan", shared: _Shared) -> DemuxReader:
+    packet_of = shared.packet_of() if plan.exact else {}
+    prefix = b""
+    index = plan.index
+    if dec.annexb and index.codec == "h264" and index.extradata:
+        from vidpipe.decode.annexb import AnnexB
+        from vidpipe.errors import UnsupportedError
+
+        try:
+            conv = AnnexB("h264", index.extradata)
+            prefix = b"" if conv.passthrough else conv.sps + conv.pps
+        except UnsupportedError:
+            pass
+    dec.packet_reader = "pyav"
+    return DemuxReader(
+        plan, source=dec.info.source, annexb=dec.annexb, stream_id=dec.stream_id, packet_of=packet_of,
+        start_prefix=prefix,
+    )  # fmt: skip
+
+
 def run_workers(
     dec: "SegmentParallelDecoder", plan: "DecodePlan", asm: "BatchAssembler", k: int, window: int
 ) -> Iterator["FrameBatch"]:
-    """Reader thread + ``k`` worker threads + the consumer (this generator)."""
-    from vidpipe.decode.demux import Demuxer
-
+    """``k`` worker threads + the consumer (this generator)."""
     segs = plan.segments
     reorder: ReorderBuffer[Any] = ReorderBuffer(window, plan.total)
-    cond = threading.Condition()
-    queues: dict[int, queue.Queue] = {}
-    state = {"taken": -1, "next": 0, "stop": False}
-    prefetch = k
-    # exact plans bound the packets read ahead by segments (prefetch); a stream without an
-    # index is one segment, bounded by its queue
-    maxsize = 0 if plan.exact else 256
-
-    def q(s: int) -> queue.Queue:
-        with cond:
-            got = queues.get(s)
-            if got is None:
-                got = queues[s] = queue.Queue(maxsize)
-            return got
-
-    def put(s: int, step: Routed) -> bool:
-        qs = q(s)
-        while True:
-            try:
-                qs.put(step, timeout=0.2)
-                return True
-            except queue.Full:
-                if state["stop"]:
-                    return False
-
-    def reader() -> None:
-        try:
-            with Demuxer(dec.info.source, annexb=dec.annexb, stream_id=dec.stream_id) as dmx:
-                for step in route_packets(dmx, plan):
-                    for s in step.segments:
-                        with cond:
-                            cond.wait_for(lambda s=s: state["stop"] or s <= state["taken"] + prefetch)
-                            if state["stop"]:
-                                return
-                        if not put(s, step):
-                            return
-        except BaseException as exc:  # noqa: BLE001 - every segment must still end
-            logger.warning("%s: reading stopped (%s: %s)", dec.info.source, type(exc).__name__, exc)
-            for s in range(len(segs)):
-                if not put(s, Routed((s,), None, exc)):
-                    return
-
-    def steps(s: int) -> Iterator[Routed]:
-        qs = q(s)
-        while True:
-            step = qs.get()
-            yield step
-            if step.packet is None:
-                return
+    lock = threading.Lock()
+    state = {"next": 0, "stop": False}
+    shared = _Shared(dec, plan)
 
     def worker(wid: int) -> None:
-        sessions: list[Any] = []
-        failures = [0]  # primary sessions of this worker that failed
-        last = [-1]
-
-        def emit(pos: int, meta: "FrameMeta", ref: "FrameRef", stream: Any) -> None:
-            reorder.reserve(pos)
-            reorder.put(pos, asm.write(pos, meta, ref, writer=wid, stream=stream))
-            last[0] = pos
-
+        sessions: list[Any] = [None]
+        failures = 0  # primary sessions of this worker that failed
+        emit = _Emitter(reorder, asm, wid)
+        reader = None
         try:
-            sessions.append(None)
             while True:
-                with cond:
+                with lock:
                     if state["stop"] or state["next"] >= len(segs):
                         break
                     s = state["next"]
                     state["next"] += 1
-                    state["taken"] = max(state["taken"], s)
-                    cond.notify_all()
                 seg = segs[s]
+                if reader is None:
+                    reader = make_reader(dec, plan, shared)
                 if sessions[0] is None:
-                    sessions[0] = new_session(dec, wid, failures[0])
+                    sessions[0] = new_session(dec, wid, failures)
+                done = False
                 try:
-                    failures[0] += decode_segment(dec, seg, steps(s), sessions, wid, emit)
+                    failures += decode_segment(dec, seg, reader.steps(seg), sessions, wid, emit)
                 except Stop:
+                    done = True
+                emit.flush()
+                if plan.exact:
+                    reorder.skip(*seg.positions)
+                if done:
                     break
-                finally:
-                    if plan.exact:
-                        reorder.skip(*seg.positions)
             if not plan.exact:
-                reorder.close(last[0] + 1)
+                reorder.close(emit.last + 1)
         except Cancelled:
             pass
         except BaseException as exc:  # noqa: BLE001 - wake the consumer with the failure
@@ -277,28 +358,33 @@ def run_workers(
                         sess.close()
                 except Exception:  # noqa: BLE001
                     logger.debug("session close failed", exc_info=True)
+            if reader is not None:
+                try:
+                    reader.close()
+                except Exception:  # noqa: BLE001
+                    logger.debug("reader close failed", exc_info=True)
 
     def cancel() -> None:  # Decoder.close() while the consumer is suspended in a yield
-        with cond:
+        with lock:
             state["stop"] = True
-            cond.notify_all()
         reorder.cancel()
 
     dec._cancel = cancel
-    threads = [threading.Thread(target=reader, name="vidpipe-demux", daemon=True)]
-    threads += [threading.Thread(target=worker, args=(i,), name=f"vidpipe-dec{i}", daemon=True) for i in range(k)]
+    threads = [threading.Thread(target=worker, args=(i,), name=f"vidpipe-dec{i}", daemon=True) for i in range(k)]
     for t in threads:
         t.start()
+    bs = asm.batch_size
     try:
         while True:
             asm.recycle()
-            got = reorder.get()
-            if got is None:
+            run = reorder.get_ready(bs - reorder.next_position % bs)
+            if run is None:
                 break
-            out = asm.add(*got)
-            if out is not None:
-                dec.frames_delivered += len(out)
-                yield out
+            for pos, item in run:
+                out = asm.add(pos, item)
+                if out is not None:
+                    dec.frames_delivered += len(out)
+                    yield out
         out = asm.flush()
         if out is not None:
             dec.frames_delivered += len(out)
@@ -306,17 +392,11 @@ def run_workers(
             asm.recycle()
         dec.frames_missing = max(dec.frames_missing, reorder.missing)
     finally:
-        with cond:
+        with lock:
             state["stop"] = True
-            cond.notify_all()
-            for s, qs in queues.items():
-                try:
-                    qs.put_nowait(Routed((s,), None, None))  # wake a worker waiting for packets
-                except queue.Full:
-                    pass  # it has packets to chew on; the cancelled buffer stops it
         reorder.cancel()
         for t in threads:
-            t.join(timeout=5 if t is threads[0] else 30)
+            t.join(timeout=30)
             if t.is_alive():
                 logger.warning("%s: thread %s did not stop", dec.info.source, t.name)
 
