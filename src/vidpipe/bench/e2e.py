@@ -78,6 +78,7 @@ class _Ctx:
     cpu_frames: int
     ceiling_sessions: int
     ref_frames: int
+    ceiling_frames: int | None = 1200
 
 
 def run_e2e_bench(
@@ -92,6 +93,7 @@ def run_e2e_bench(
     cpu_frames: int = 64,
     ref_frames: int = 1200,
     ceiling_sessions: int = 28,
+    ceiling_frames: int | None = 1200,
     work_dir: str | Path | None = None,
 ) -> E2EBenchResult:
     """Run the end-to-end peers on each input in this process; see the module docstring.
@@ -99,6 +101,8 @@ def run_e2e_bench(
     ``ref_frames``: frames the CPU-decoding peers (baseline, opencv, vidpipe-pyav) process (the
     first ones of the file: their rate is steady long before); the NVDEC peers run the whole file
     (the generated clips are long enough to show the steady state of all NVDEC engines).
+    ``ceiling_frames``: frames each of the ``ceiling_sessions`` independent sessions decodes for
+    the NVDEC ceiling (``None``: the whole file; the rate is steady long before).
     """
     import tempfile
 
@@ -125,7 +129,7 @@ def run_e2e_bench(
         info = probe(path)
         describe = f"{info.codec} {info.width}x{info.height}, {info.frame_count} frames"
         in_rows.append({"name": label, "path": path, "describe": describe})
-        ctx = _Ctx(path, dev, detector, batch_size, cpu_frames, ceiling_sessions, ref_frames)
+        ctx = _Ctx(path, dev, detector, batch_size, cpu_frames, ceiling_sessions, ref_frames, ceiling_frames)
         _warm_up(ctx)
         for name in peers:
             row = {"input": label, **_run_peer(name, ctx)}
@@ -324,7 +328,7 @@ def _vidpipe(ctx: _Ctx, *, decoder: str, device: Any, max_frames: int | None = N
 def _ceiling(ctx: _Ctx) -> tuple[int, dict]:
     from vidpipe.bench.decode import nvdec_ceiling
 
-    n, seconds = nvdec_ceiling(ctx.path, sessions=ctx.ceiling_sessions, device=ctx.device)
+    n, seconds = nvdec_ceiling(ctx.path, sessions=ctx.ceiling_sessions, frames=ctx.ceiling_frames, device=ctx.device)
     return n, {"wall_s": seconds, "note": f"decode only, {ctx.ceiling_sessions} independent sessions"}
 
 

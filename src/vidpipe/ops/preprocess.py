@@ -7,6 +7,7 @@ letterboxed with plain PyTorch ops; NV12/P010 batches (NVDEC) go through the fus
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
 from vidpipe.ops.letterbox import letterbox
@@ -36,6 +37,9 @@ def preprocess(
     """
     import torch
 
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:  # "cuda" means the current CUDA device
+        device = torch.device("cuda", torch.cuda.current_device())
     if batch.format == "rgb":
         data = batch.data
         if data.device != device:
@@ -51,10 +55,33 @@ def preprocess(
             raise ValueError(f"{batch.format} frames on {batch.device} cannot feed a model on {device}")
         tensor, geo = yuv_letterbox(batch, size, dtype=dtype)
         scale_value, pad_xy = geo.scale, (geo.pad_x, geo.pad_y)
-    b = len(batch)
-    scale = torch.full((b,), scale_value, dtype=torch.float32, device=device)
-    pad = torch.tensor(pad_xy, dtype=torch.float32, device=device).expand(b, 2)
+    scale, pad = _geometry_tensors(len(batch), float(scale_value), (float(pad_xy[0]), float(pad_xy[1])), device)
     return ModelInput(tensor=tensor, frames=batch.frames, scale=scale, pad=pad)
+
+
+_geometry_cache: dict[tuple, "tuple[torch.Tensor, torch.Tensor]"] = {}
+_geometry_lock = threading.Lock()
+
+
+def _geometry_tensors(
+    b: int, scale: float, pad: tuple[float, float], device: "torch.device"
+) -> "tuple[torch.Tensor, torch.Tensor]":
+    """``(scale (B,), pad (B, 2))`` float32 on ``device``, shared by every batch of one geometry
+    (read-only: nothing downstream writes to them). Made once, so a batch costs no host-to-device
+    copy (``torch.tensor(..., device=cuda)`` synchronizes the stream) and no kernel launch."""
+    import torch
+
+    key = (b, scale, pad, str(device))
+    got = _geometry_cache.get(key)
+    if got is None:
+        host = torch.tensor([[scale, pad[0], pad[1]]], dtype=torch.float32).expand(b, 3)
+        both = host.to(device)  # once per geometry
+        got = (both[:, 0], both[:, 1:])
+        with _geometry_lock:
+            if len(_geometry_cache) > 64:
+                _geometry_cache.clear()
+            _geometry_cache[key] = got
+    return got
 
 
 def concat_inputs(parts: "list[ModelInput]") -> ModelInput:
