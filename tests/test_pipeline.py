@@ -166,3 +166,29 @@ def test_names_file_overrides_class_names(tmp_path):
     assert "thing16" in labels  # COCO id 16 is "dog"
     with pytest.raises(vidpipe.ModelError, match="yolov5"):
         vidpipe.detect(DATA_DIR / "images" / "dog.jpg", device="cpu", head="detr")
+
+
+@pytest.mark.gpu
+def test_cuda_graph_model_gives_the_eager_results(bikes_path):
+    """accel="auto" (the default on a GPU) runs the model as a CUDA graph: same detections."""
+    import torch
+
+    runs = {}
+    for accel in ("none", "auto"):
+        run = vidpipe.detect(bikes_path, device="cuda", batch_size=16, max_frames=40, accel=accel)
+        runs[accel] = [(r.index, r.detections.cpu()) for r in run]
+        assert run.summary().frames == 40
+    assert [i for i, _ in runs["auto"]] == [i for i, _ in runs["none"]] == list(range(40))
+    assert sum(len(d) for _, d in runs["none"]) > 0
+    for (_, a), (_, b) in zip(runs["none"], runs["auto"]):
+        assert len(a) == len(b) and torch.equal(a.class_ids, b.class_ids)
+        assert torch.allclose(a.boxes, b.boxes, atol=1e-3) and torch.allclose(a.scores, b.scores, atol=1e-4)
+
+
+def test_accel_option_is_validated():
+    from vidpipe.errors import ConfigError
+    from vidpipe.pipeline import PipelineConfig
+
+    assert PipelineConfig().accel == "auto" and PipelineConfig(accel="none").accel == "none"
+    with pytest.raises(ConfigError, match="accel"):
+        PipelineConfig(accel="fast")
