@@ -122,7 +122,7 @@ def run_decode_bench(
         batch_size, size: batches of the decoders, letterbox size of the preprocessed peers.
         peers: which of :data:`PEERS` to run.
         repeat: timed passes per peer (the fastest is kept).
-        workers: NVDEC sessions of the ``nvdec`` peers (``None``: the default, two per engine).
+        workers: NVDEC sessions of the ``nvdec`` peers (``None``: the default, three per engine).
         ceiling_sessions, ceiling_frames: the independent-sessions ceiling (frames per session,
             ``None``: the whole file).
         reference_frames: the peers other than ``nvdec``/``nvdec-decode`` (PyAV, OpenCV, one

@@ -6,7 +6,7 @@ CUDA stream per session, so decoded surfaces are PyTorch memory through DLPack w
 host. Each kept frame is copied once, device to device, from the decoder's frame buffer (which
 the next ``Decode`` call reuses) into its row of a pooled ``(B, H*3/2, W)`` batch buffer. NVDEC
 runs as several sessions over keyframe-aligned segments of the file (see
-:mod:`vidpipe.decode.parallel`), by default two per NVDEC engine, which is what it takes to keep
+:mod:`vidpipe.decode.parallel`), by default three per NVDEC engine, which is what it takes to keep
 all engines busy; short clips get as many sessions as they have segments. Sessions are pooled
 across decoders (:mod:`vidpipe.decode.nvdec_pool`): the driver creates NVDEC decoders one at a
 time, about 50 ms each, so they are created once per process (or ahead of time with
@@ -79,7 +79,10 @@ if TYPE_CHECKING:
     from vidpipe.decode.segments import Segment, StreamIndex
     from vidpipe.types import FrameBatch, Packet
 
-__all__ = ["NvdecDecoder", "NvdecSession", "check", "create", "default_workers", "warm_sessions", "session_key"]
+__all__ = [
+    "NvdecDecoder", "NvdecSession", "check", "create", "default_workers", "default_buffer_bytes", "warm_sessions",
+    "session_key",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -88,9 +91,14 @@ logger = logging.getLogger(__name__)
 # reports for decoder="nvdec" and records as the fallback reason for decoder="auto".
 nvdec_module()
 
-#: sessions per NVDEC engine by default (1080p H.264 on an H200: 7 sessions 3,067 fps,
-#: 14 sessions 3,630, 28 sessions 3,825 -- see the notes of the GPU runs)
-SESSIONS_PER_ENGINE = 2
+#: sessions per NVDEC engine by default. A session is latency-bound (~1.5 ms per 1080p frame
+#: alone, ~3 ms with two sessions per engine) and each of its ``Decode`` calls then waits to take
+#: the GIL back from the other threads; more sessions hide both. 1080p H.264 on an H200 (7
+#: engines), NV12 + FP16 letterbox, 4 GiB window: 14 sessions 3,650 fps, 21 sessions 3,905,
+#: 28 sessions 3,940, against 4,340 for 28 independent sessions (notes/gpu_video_throughput.md)
+SESSIONS_PER_ENGINE = 3
+#: the default frame window (``buffer_bytes``): this much GPU memory, at most 1/16 of the GPU's
+DEFAULT_BUFFER_BYTES = 4 << 30
 _active = 0  # NVDEC decoders iterating right now (their default session counts share the engines)
 _active_lock = threading.Lock()
 #: codecs whose container header (extradata) is sent before a segment's first packet
@@ -120,6 +128,16 @@ def create(info: StreamInfo, *, device: "torch.device", options: DecodeOptions) 
 def default_workers(device: "torch.device", codec: str = "h264") -> int:
     """Concurrent sessions that keep every NVDEC engine of ``device`` busy."""
     return SESSIONS_PER_ENGINE * num_engines(_gpu(device), canonical_codec(codec))
+
+
+def default_buffer_bytes(device: "torch.device") -> int:
+    """GPU memory for frames decoded ahead of the consumer: :data:`DEFAULT_BUFFER_BYTES`, at most
+    1/16 of the device's memory (4 GiB = ~1,380 1080p NV12 frames: two 60-frame segments per
+    session for 21 sessions; in-order delivery needs about two per session in the window)."""
+    import torch
+
+    total = torch.cuda.get_device_properties(_gpu(device)).total_memory
+    return int(max(256 << 20, min(DEFAULT_BUFFER_BYTES, total // 16)))
 
 
 def _extradata(info: StreamInfo) -> bytes | None:
@@ -377,11 +395,11 @@ class NvdecDecoder(SegmentParallelDecoder):
         source: a :class:`StreamInfo` or a path (probed here).
         device: a CUDA device (``"cuda"``, ``"cuda:1"``, ``torch.device``).
         options: frame selection (stride, time range, count).
-        workers: concurrent NVDEC sessions (``None``: two per NVDEC engine, shared among the
+        workers: concurrent NVDEC sessions (``None``: three per NVDEC engine, shared among the
             NVDEC decoders running at the same time in this process; 1: one session).
         segment_frames: frames per segment (``None``: sized from ``buffer_bytes``).
-        buffer_bytes: GPU memory for frames decoded ahead of the consumer (default 2 GiB,
-            about 690 1080p frames).
+        buffer_bytes: GPU memory for frames decoded ahead of the consumer (``None``:
+            :func:`default_buffer_bytes`, 4 GiB on a large GPU, about 1,380 1080p frames).
         fallback: retry a failing segment on PyAV (CPU) instead of leaving its frames out.
         stream_id: written into every :class:`~vidpipe.types.FrameMeta`.
         index: a :class:`~vidpipe.decode.segments.StreamIndex` to reuse.
@@ -402,7 +420,7 @@ class NvdecDecoder(SegmentParallelDecoder):
         options: DecodeOptions | None = None,
         workers: int | None = None,
         segment_frames: int | None = None,
-        buffer_bytes: int = 2 << 30,
+        buffer_bytes: int | None = None,
         fallback: bool = True,
         stream_id: int = 0,
         index: "StreamIndex | None" = None,
@@ -449,7 +467,7 @@ class NvdecDecoder(SegmentParallelDecoder):
             annexb=annexb,
             workers=workers if workers is not None else default_workers(dev, codec),
             segment_frames=segment_frames,
-            buffer_bytes=buffer_bytes,
+            buffer_bytes=buffer_bytes if buffer_bytes is not None else default_buffer_bytes(dev),
             stream_id=stream_id,
             index=index,
         )
