@@ -74,3 +74,24 @@ def test_corrupt_markers_and_crafted_size():
     assert e.value.kind == "corrupt"
     big = parse_jpeg_header(with_jpeg_size(data, 30000, 20000))
     assert (big.width, big.height) == (30000, 20000)
+
+
+@pytest.mark.parametrize(("subsampling", "factors"), [(0, (1, 1)), (1, (2, 1)), (2, (2, 2))])
+def test_jpeg_sampling_factors_and_hardware_routing(subsampling, factors):
+    import io
+
+    from imgfactory import jpeg_segments
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (48, 32), (10, 200, 30)).save(buf, format="JPEG", subsampling=subsampling)
+    info = parse_jpeg_header(buf.getvalue())
+    assert info.sampling == (factors, (1, 1), (1, 1)) and info.hw_friendly
+    # The same file claiming 4:1:1 luma sampling: still for nvJPEG, not for the hardware engines.
+    data = bytearray(buf.getvalue())
+    start = next(s for m, s, _ in jpeg_segments(bytes(data)) if m == 0xC0)
+    data[start + 11] = 0x41
+    odd = parse_jpeg_header(bytes(data))
+    assert odd.sampling[0] == (4, 1) and odd.gpu_friendly and not odd.hw_friendly
+    assert not parse_jpeg_header(encode(pattern(30, 50), progressive=True)).hw_friendly
+    assert parse_jpeg_header(encode(pattern(30, 50), mode="L")).hw_friendly

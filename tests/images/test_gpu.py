@@ -27,7 +27,7 @@ def _native_uint8(paths, **kw):
     return images, loader
 
 
-@pytest.mark.parametrize("decoder", ["nvjpeg", "nvimgcodec"])
+@pytest.mark.parametrize("decoder", ["nvjpeg-hw", "nvjpeg", "nvimgcodec"])
 def test_gpu_decode_matches_cpu_on_real_photos(decoder):
     if decoder == "nvimgcodec":
         pytest.importorskip("nvidia.nvimgcodec")

@@ -20,7 +20,7 @@ def decoder():
     from vidpipe.images.nvjpeg_hw import NvjpegHwDecoder
 
     try:
-        return NvjpegHwDecoder(torch.device("cuda"), concurrency=3)
+        return NvjpegHwDecoder(torch.device("cuda"))
     except BackendUnavailableError as exc:
         pytest.skip(str(exc))
 
@@ -42,9 +42,13 @@ def _reference(blobs):
     return [decode_jpeg([b], mode=ImageReadMode.RGB, device="cuda")[0] for b in blobs]
 
 
-def test_same_pixels_as_torchvision(decoder):
+@pytest.mark.parametrize("with_headers", [True, False], ids=["headers", "library-parsed"])
+def test_same_pixels_as_torchvision(decoder, with_headers):
+    from vidpipe.images.formats import parse_jpeg_header
+
     blobs = _files()
-    got = decoder.decode(blobs)
+    infos = [parse_jpeg_header(b.numpy().tobytes()) for b in blobs] if with_headers else None
+    got = decoder.decode(blobs, infos)
     for k, (g, r) in enumerate(zip(got, _reference(blobs))):
         assert not isinstance(g, Exception), (k, g)
         assert g.shape == r.shape and g.device == r.device, k
@@ -58,6 +62,28 @@ def test_bad_file_fails_alone(decoder):
     assert isinstance(got[1], Exception)
     ref = _reference([blobs[0], blobs[2]])
     assert torch.equal(got[0], ref[0]) and torch.equal(got[2], ref[1])
+
+
+def test_consecutive_batches_overlap_safely(decoder):
+    """Several batches queued back to back (two decode states in turn), read only at the end."""
+    blobs = _files()
+    want = _reference(blobs)
+    runs = [decoder.decode(blobs[k:] + blobs[:k]) for k in range(5)]
+    torch.cuda.synchronize()
+    for k, got in enumerate(runs):
+        assert all(torch.equal(g, w) for g, w in zip(got, want[k:] + want[:k])), k
+
+
+def test_loader_default_decoder_is_the_hardware_one(tmp_path):
+    import vidpipe.images as vi
+    from imgfactory import write
+
+    for k in range(3):
+        write(tmp_path / f"{k}.jpg", encode(pattern(40, 60, seed=k)))
+    loader = vi.load(tmp_path, device="cuda", size=32)
+    assert loader.decoder.startswith("nvjpeg-hw")
+    (batch,) = list(loader)
+    assert loader.stats.decoded_gpu == 3 and batch.data.is_cuda
 
 
 def test_concurrent_calls_on_their_own_streams(decoder):

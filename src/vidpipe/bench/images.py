@@ -1,9 +1,11 @@
 """``vidpipe bench images``: JPEG loading throughput of vidpipe against its peers, in one process.
 
 Peers, all on the same files, one after another: PIL and OpenCV (if installed) with N threads,
-torchvision's batched nvJPEG, nvImageCodec and DALI's mixed decoder (if installed), and vidpipe's
-CPU and GPU paths (read + decode + letterbox into one batch), plus the GPU-cached
-``ImageDataset`` epoch. Each peer runs a warm-up, then ``repeat`` timed passes (best kept) under
+torchvision's batched nvJPEG, the hardware JPEG engines driven directly (vidpipe's
+``nvjpeg-hw`` decoder), nvImageCodec and DALI's mixed decoder (if installed), and vidpipe's CPU
+and GPU paths (read + decode + letterbox into one batch; the GPU path with its default decoder
+and with torchvision's), plus the GPU-cached ``ImageDataset`` epoch. vidpipe's peers run with
+its own default thread counts unless ``threads`` is given. Each peer runs a warm-up, then ``repeat`` timed passes (best kept) under
 :class:`~vidpipe.bench.sysstats.measure`: images/s, CPU % (process CPU time / wall), GPU memory.
 """
 
@@ -28,8 +30,8 @@ logger = logging.getLogger(__name__)
 
 #: ``--generate`` presets: (width, height, JPEG quality).
 PRESETS = {"1080p-jpeg": (1920, 1080, 90), "720p-jpeg": (1280, 720, 90), "4k-jpeg": (3840, 2160, 90)}
-PEERS = ("pil", "opencv", "nvjpeg", "nvimgcodec", "dali", "vidpipe-cpu", "vidpipe-gpu", "vidpipe-gpu-nvimgcodec",
-         "vidpipe-cached")  # fmt: skip
+PEERS = ("pil", "opencv", "nvjpeg", "nvjpeg-hw", "nvimgcodec", "dali", "vidpipe-cpu", "vidpipe-gpu",
+         "vidpipe-gpu-nvjpeg", "vidpipe-gpu-nvimgcodec", "vidpipe-cached")  # fmt: skip
 COLUMNS = [
     "peer",
     "output",
@@ -142,7 +144,8 @@ def bench_images(
             into ``work_dir`` (default: a ``vidpipe-bench`` folder in the temp dir, reused).
         device: the GPU for the GPU peers (``"auto"``: CUDA if present; without one the GPU
             peers are listed with the reason).
-        threads: CPU threads for PIL/OpenCV/DALI/vidpipe (default: CPU count, at most 16).
+        threads: CPU threads for PIL/OpenCV/DALI (default: CPU count, at most 16) and for
+            vidpipe (default: vidpipe's own, see :func:`vidpipe.images.load`).
         size: letterbox size of vidpipe's output batches.
         peers: which of :data:`PEERS` to run.
         repeat: timed passes per peer; the fastest is reported.
@@ -153,6 +156,7 @@ def bench_images(
     from vidpipe.device import resolve_device
 
     dev = resolve_device(device)
+    vidpipe_threads = threads
     threads = threads or min(16, os.cpu_count() or 4)
     if inputs is None:
         work = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / "vidpipe-bench"
@@ -166,7 +170,7 @@ def bench_images(
                "threads": threads, "letterbox": list(size)}  # fmt: skip
     machine = _machine(dev, threads)
     logger.info("bench images: %s (%.0f MB), %s", describe, mb, machine.get("gpu", "no GPU"))
-    ctx = _Ctx(paths, dev, batch_size, threads, size)
+    ctx = _Ctx(paths, dev, batch_size, threads, size, vidpipe_threads)
     rows = []
     for name in peers:
         if name not in PEERS:
@@ -186,8 +190,11 @@ class _Ctx:
     batch_size: int
     threads: int
     size: tuple[int, int]
+    vidpipe_threads: int | None = None  # None: vidpipe's defaults
     blobs: list | None = None  # encoded files in RAM, for the decode-only peers
     dataset: Any = None  # the preloaded ImageDataset of the "vidpipe-cached" peer
+    hw: Any = None  # the "nvjpeg-hw" peer's decoder and the parsed headers of the files
+    infos: list | None = None
 
     def encoded(self) -> list:
         import torch
@@ -202,19 +209,24 @@ def _peer(name: str, ctx: _Ctx) -> tuple[str, str, Callable[[_Ctx, list[int]], i
     ``note``) when it cannot run here. ``run(ctx, indices)`` returns the images it produced."""
     t, bs = ctx.threads, ctx.batch_size
     box = f"letterbox {ctx.size[0]}x{ctx.size[1]}"
+    vt_cpu, vt_gpu = _vidpipe_threads(ctx, "cpu"), _vidpipe_threads(ctx, "cuda")
     specs: dict[str, tuple[str, str, Callable, tuple[str, ...]]] = {
         "pil": (f"PIL, {t} threads", "RGB HWC uint8, CPU (read+decode)", _run_pil, ()),
         "opencv": (f"OpenCV, {t} threads", "BGR HWC uint8, CPU (read+decode)", _run_cv2, ("cv2",)),
         "nvjpeg": (f"torchvision nvJPEG, batch {bs}", "RGB CHW uint8, GPU (decode only, bytes in RAM)",
                    _run_nvjpeg, ("cuda",)),
+        "nvjpeg-hw": (f"nvJPEG hardware engines direct, batch {bs}", "RGB CHW uint8, GPU (decode only, bytes in RAM)",
+                      _run_nvjpeg_hw, ("cuda",)),
         "nvimgcodec": (f"nvImageCodec, batch {bs}", "RGB HWC uint8, GPU (decode only, bytes in RAM)",
                        _run_nvimgcodec, ("cuda", "nvidia.nvimgcodec")),
         "dali": (f"DALI mixed decoder, batch {bs}", "RGB HWC uint8, GPU (read+decode)", _run_dali,
                  ("cuda", "nvidia.dali")),
-        "vidpipe-cpu": (f"vidpipe CPU, {t} threads", f"{box} FP32 batch, CPU (read+decode+resize)",
+        "vidpipe-cpu": (f"vidpipe CPU, {vt_cpu} threads", f"{box} FP32 batch, CPU (read+decode+resize)",
                         _run_vidpipe_cpu, ()),
-        "vidpipe-gpu": ("vidpipe GPU (nvJPEG)", f"{box} FP16 batch, GPU (read+decode+resize)", _run_vidpipe_gpu,
-                        ("cuda",)),
+        "vidpipe-gpu": (f"vidpipe GPU (default decoder), {vt_gpu} threads", f"{box} FP16 batch, GPU (read+decode+resize)",
+                        _run_vidpipe_gpu, ("cuda",)),
+        "vidpipe-gpu-nvjpeg": (f"vidpipe GPU (torchvision nvJPEG), {vt_gpu} threads",
+                               f"{box} FP16 batch, GPU (read+decode+resize)", _run_vidpipe_gpu_nvjpeg, ("cuda",)),
         "vidpipe-gpu-nvimgcodec": ("vidpipe GPU (nvImageCodec)", f"{box} FP16 batch, GPU (read+decode+resize)",
                                    _run_vidpipe_gpu_nvimgcodec, ("cuda", "nvidia.nvimgcodec")),
         "vidpipe-cached": ("vidpipe ImageDataset, cached epoch", f"{box} FP16 batch, GPU (from the GPU cache)",
@@ -287,6 +299,25 @@ def _run_nvjpeg(ctx: _Ctx, idx: list[int]) -> int:
     return n
 
 
+def _run_nvjpeg_hw(ctx: _Ctx, idx: list[int]) -> int:
+    """vidpipe's direct hardware decoder on bytes in RAM (headers parsed beforehand, like the
+    loader does while reading); output ready on the current stream, synchronised at the end."""
+    import torch
+
+    from vidpipe.images.formats import parse_jpeg_header
+    from vidpipe.images.nvjpeg_hw import NvjpegHwDecoder
+
+    if ctx.hw is None:
+        ctx.hw = NvjpegHwDecoder(ctx.device)
+        ctx.infos = [parse_jpeg_header(memoryview(b.numpy())) for b in ctx.encoded()]
+    blobs, n = ctx.encoded(), 0
+    for k in range(0, len(idx), ctx.batch_size):
+        part = idx[k : k + ctx.batch_size]
+        n += sum(not isinstance(o, Exception) for o in ctx.hw.decode([blobs[i] for i in part], [ctx.infos[i] for i in part]))
+    torch.cuda.synchronize(ctx.device)
+    return n
+
+
 def _run_nvimgcodec(ctx: _Ctx, idx: list[int]) -> int:
     from nvidia import nvimgcodec
 
@@ -322,7 +353,7 @@ def _run_vidpipe(ctx: _Ctx, idx: list[int], device: str, dtype: str, decoder: st
     import vidpipe.images as vi
 
     loader = vi.load([ctx.paths[i] for i in idx], device=device, batch_size=ctx.batch_size, size=ctx.size,
-                     dtype=dtype, num_threads=ctx.threads, decoder=decoder)  # fmt: skip
+                     dtype=dtype, num_threads=ctx.vidpipe_threads, decoder=decoder)  # fmt: skip
     n = sum(len(b) for b in loader)
     if loader.skipped:
         raise RuntimeError(f"{len(loader.skipped)} files skipped, first: {loader.skipped[0]}")
@@ -337,6 +368,10 @@ def _run_vidpipe_gpu(ctx: _Ctx, idx: list[int]) -> int:
     return _run_vidpipe(ctx, idx, str(ctx.device), "fp16")
 
 
+def _run_vidpipe_gpu_nvjpeg(ctx: _Ctx, idx: list[int]) -> int:
+    return _run_vidpipe(ctx, idx, str(ctx.device), "fp16", decoder="nvjpeg")
+
+
 def _run_vidpipe_gpu_nvimgcodec(ctx: _Ctx, idx: list[int]) -> int:
     return _run_vidpipe(ctx, idx, str(ctx.device), "fp16", decoder="nvimgcodec")
 
@@ -348,11 +383,18 @@ def _run_cached(ctx: _Ctx, idx: list[int]) -> int:
 
     if ctx.dataset is None:
         ctx.dataset = vi.ImageDataset(ctx.paths, size=ctx.size, device=ctx.device, dtype="fp16",
-                                      num_threads=ctx.threads).preload(batch_size=ctx.batch_size)  # fmt: skip
+                                      num_threads=ctx.vidpipe_threads).preload(batch_size=ctx.batch_size)  # fmt: skip
     return sum(len(b) for b in ctx.dataset.batches(ctx.batch_size, shuffle=True, seed=0))
 
 
 # -- helpers -------------------------------------------------------------------------------
+
+
+def _vidpipe_threads(ctx: _Ctx, device_type: str) -> int:
+    """The reader threads vidpipe uses for ``device_type`` with ``ctx``'s setting (for labels)."""
+    if ctx.vidpipe_threads:
+        return ctx.vidpipe_threads
+    return min(8 if device_type == "cuda" else 16, os.cpu_count() or 4)
 
 
 def _importable(module: str) -> bool:

@@ -47,11 +47,14 @@ def load(
             (native size: ``batch.data`` is then a tuple of ``(3, h_i, w_i)`` tensors).
         dtype: ``"fp16"`` | ``"fp32"`` | ``"bf16"`` (values in [0, 1]) | ``"uint8"`` (0..255) |
             ``"auto"`` (fp16 on CUDA, fp32 on the CPU), or the matching ``torch.dtype``.
-        decoder: JPEG decoder: ``"auto"`` (torchvision's nvJPEG on CUDA, falling back to CPU
-            threads with a warning if it does not work; CPU threads on the CPU), ``"nvjpeg"``,
-            ``"nvimgcodec"`` (NVIDIA nvImageCodec, when installed) or ``"cpu"``. Progressive,
-            CMYK and 12-bit JPEGs and all other formats are always decoded on CPU threads.
-        num_threads: reader/CPU-decoder threads (default: CPU count, at most 16).
+        decoder: JPEG decoder: ``"auto"`` (on CUDA the GPU's hardware JPEG engines, else
+            torchvision's nvJPEG, else CPU threads with a warning; CPU threads on the CPU),
+            ``"nvjpeg-hw"`` (the A100/H100/H200 JPEG engines, driven directly), ``"nvjpeg"``
+            (torchvision's nvJPEG), ``"nvimgcodec"`` (NVIDIA nvImageCodec, when installed) or
+            ``"cpu"``. Progressive, CMYK and 12-bit JPEGs and all other formats are always
+            decoded on CPU threads.
+        num_threads: reader/CPU-decoder threads (default: CPU count, at most 16; at most 8 when
+            a GPU decodes the JPEGs).
         max_pixels: images with more pixels (from their header) are skipped as ``too_large``.
         recursive: search sub-folders of a folder input.
         prefetch: batches assembled ahead on a background thread (0: assemble in the caller's thread).
@@ -65,7 +68,7 @@ def load(
     Raises:
         SourceError: a path that does not exist, a folder without images, a pattern matching nothing.
         ConfigError: an invalid option (the message lists the allowed values).
-        BackendUnavailableError: ``decoder="nvjpeg"``/``"nvimgcodec"`` cannot run here.
+        BackendUnavailableError: ``decoder="nvjpeg-hw"``/``"nvjpeg"``/``"nvimgcodec"`` cannot run here.
 
     Example::
 

@@ -1,8 +1,10 @@
-"""Batched JPEG decoding on the GPU: torchvision's nvJPEG, or nvImageCodec when installed.
+"""Batched JPEG decoding on the GPU: the hardware JPEG engines directly, torchvision's nvJPEG,
+or nvImageCodec when installed.
 
-Both take a list of encoded JPEGs (1-D uint8 CPU tensors) and return one ``(3, h, w)`` uint8 RGB
-CUDA tensor per file, *not* EXIF-oriented (the caller orients with the header it parsed), or the
-exception that file raised. A batch that fails as a whole is retried file by file, so one bad
+All take a list of encoded JPEGs (1-D uint8 CPU tensors, plus optionally their parsed headers)
+and return one ``(3, h, w)`` uint8 RGB CUDA tensor per file, *not* EXIF-oriented (the caller
+orients with the header it parsed), or the exception that file raised, ready in the order of the
+caller's current CUDA stream. A batch that fails as a whole is retried file by file, so one bad
 file costs its own image, never the batch.
 """
 
@@ -17,15 +19,19 @@ from vidpipe.errors import BackendUnavailableError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["GpuJpegDecoder", "NvImgCodecDecoder", "NvjpegDecoder", "make_gpu_decoder"]
+__all__ = ["GPU_DECODERS", "GpuJpegDecoder", "NvImgCodecDecoder", "NvjpegDecoder", "make_gpu_decoder"]
 
 logger = logging.getLogger(__name__)
 
 
 class GpuJpegDecoder(Protocol):
-    name: str
+    """``name``; ``concurrency``: how many threads may usefully call :meth:`decode` at once;
+    ``decode(encoded, infos=None)``: ``infos`` are the files' :class:`JpegInfo` when known."""
 
-    def decode(self, encoded: list[torch.Tensor]) -> list[torch.Tensor | Exception]: ...
+    name: str
+    concurrency: int
+
+    def decode(self, encoded: list[torch.Tensor], infos: list | None = None) -> list[torch.Tensor | Exception]: ...
 
 
 class NvjpegDecoder:
@@ -33,6 +39,7 @@ class NvjpegDecoder:
     hardware JPEG engines for baseline files (torchvision picks the hardware backend itself)."""
 
     name = "nvjpeg"
+    concurrency = 1  # torchvision serialises its calls behind one mutex
 
     def __init__(self, device: torch.device) -> None:
         from vidpipe.images.decode_cpu import quiet_torchvision_deprecation
@@ -45,7 +52,7 @@ class NvjpegDecoder:
 
         return decode_jpeg(encoded, mode=ImageReadMode.RGB, device=self.device)
 
-    def decode(self, encoded: list[torch.Tensor]) -> list[torch.Tensor | Exception]:
+    def decode(self, encoded: list[torch.Tensor], infos: list | None = None) -> list[torch.Tensor | Exception]:
         try:
             return list(self._call(encoded))
         except RuntimeError as exc:
@@ -66,6 +73,7 @@ class NvImgCodecDecoder:
     image decoder; optional. Orientation is left to the caller, like for nvJPEG."""
 
     name = "nvimgcodec"
+    concurrency = 1
 
     def __init__(self, device: torch.device) -> None:
         from vidpipe._lazy import optional_import
@@ -84,7 +92,7 @@ class NvImgCodecDecoder:
         except TypeError:  # older releases take fewer keywords
             self._params = nvimgcodec.DecodeParams(apply_exif_orientation=False)
 
-    def decode(self, encoded: list[torch.Tensor]) -> list[torch.Tensor | Exception]:
+    def decode(self, encoded: list[torch.Tensor], infos: list | None = None) -> list[torch.Tensor | Exception]:
         import torch
 
         from vidpipe.errors import DecodeError
@@ -111,7 +119,15 @@ class NvImgCodecDecoder:
         return out
 
 
-_DECODERS = {"nvjpeg": NvjpegDecoder, "nvimgcodec": NvImgCodecDecoder}
+def _nvjpeg_hw(device: torch.device):
+    from vidpipe.images.nvjpeg_hw import NvjpegHwDecoder
+
+    return NvjpegHwDecoder(device)
+
+
+_DECODERS = {"nvjpeg-hw": _nvjpeg_hw, "nvjpeg": NvjpegDecoder, "nvimgcodec": NvImgCodecDecoder}
+#: GPU decoder names :func:`make_gpu_decoder` knows, in the order ``decoder="auto"`` tries them.
+GPU_DECODERS = ("nvjpeg-hw", "nvjpeg")
 
 
 def make_gpu_decoder(name: str, device: torch.device) -> GpuJpegDecoder:
@@ -122,14 +138,19 @@ def make_gpu_decoder(name: str, device: torch.device) -> GpuJpegDecoder:
     """
     import torch
 
+    from vidpipe.images.formats import parse_jpeg_header
+
     try:
         decoder = _DECODERS[name](device)
         probe = _probe_jpeg()
-        out = decoder.decode([torch.frombuffer(bytearray(probe), dtype=torch.uint8)])[0]
+        out = decoder.decode([torch.frombuffer(bytearray(probe), dtype=torch.uint8)], [parse_jpeg_header(probe)])[0]
         if isinstance(out, Exception):
             raise out
         if tuple(out.shape) != (3, 16, 24) or out.device != device:
             raise RuntimeError(f"probe decoded to {tuple(out.shape)} on {out.device}, expected (3, 16, 24) on {device}")
+        colour = out.float().mean(dim=(1, 2)).tolist()
+        if max(abs(a - b) for a, b in zip(colour, _PROBE_RGB)) > 12:
+            raise RuntimeError(f"probe decoded to colour {[round(c) for c in colour]}, expected {_PROBE_RGB}")
     except BackendUnavailableError:
         raise
     except Exception as exc:
@@ -139,9 +160,12 @@ def make_gpu_decoder(name: str, device: torch.device) -> GpuJpegDecoder:
     return decoder
 
 
+_PROBE_RGB = (200, 30, 90)
+
+
 def _probe_jpeg() -> bytes:
     from PIL import Image
 
     buf = io.BytesIO()
-    Image.new("RGB", (24, 16), (200, 30, 90)).save(buf, format="JPEG", quality=90)
+    Image.new("RGB", (24, 16), _PROBE_RGB).save(buf, format="JPEG", quality=90)
     return buf.getvalue()

@@ -94,7 +94,8 @@ class JpegInfo:
 
     ``width``/``height`` are as stored (before EXIF orientation); ``oriented_size`` is
     ``(height, width)`` after it. ``process`` is ``"baseline"``, ``"extended"``, ``"progressive"``,
-    ``"lossless"``, ``"arithmetic"`` or ``"hierarchical"``.
+    ``"lossless"``, ``"arithmetic"`` or ``"hierarchical"``. ``sampling`` holds each component's
+    ``(horizontal, vertical)`` sampling factors from the frame header.
     """
 
     width: int
@@ -104,6 +105,7 @@ class JpegInfo:
     process: str
     orientation: int = 1
     adobe_transform: int | None = None
+    sampling: tuple[tuple[int, int], ...] = ()
 
     @property
     def oriented_size(self) -> tuple[int, int]:
@@ -117,6 +119,21 @@ class JpegInfo:
         greyscale or YCbCr. Everything else (CMYK, progressive, 12-bit, arithmetic) is decoded on
         CPU threads."""
         return self.precision == 8 and self.components in (1, 3) and self.process in ("baseline", "extended")
+
+    @property
+    def hw_friendly(self) -> bool:
+        """True for what the hardware JPEG engines (A100/H100/H200) decode: baseline 8-bit,
+        greyscale or YCbCr 4:4:4, 4:2:2, 4:2:0 or 4:4:0 (not 4:1:1/4:1:0 or unusual factors)."""
+        if self.precision != 8 or self.process != "baseline":
+            return False
+        if self.components == 1:
+            return True
+        if self.components != 3 or len(self.sampling) != 3 or self.sampling[1] != self.sampling[2]:
+            return False
+        (yh, yv), (ch, cv) = self.sampling[0], self.sampling[1]
+        if ch == 0 or cv == 0 or yh % ch or yv % cv:
+            return False
+        return (yh // ch, yv // cv) in ((1, 1), (2, 1), (1, 2), (2, 2))
 
 
 _SOF_PROCESS = {
@@ -174,7 +191,8 @@ def parse_jpeg_header(data: bytes | bytearray | memoryview) -> JpegInfo:
             if len(body) < 6:
                 raise ImageFormatError("corrupt", "JPEG frame header (SOF) too short")
             precision, height, width, comps = struct.unpack_from(">BHHB", body, 0)
-            sof = (_SOF_PROCESS[marker], precision, height, width, comps)
+            factors = tuple((body[7 + 3 * c] >> 4, body[7 + 3 * c] & 15) for c in range(comps) if 8 + 3 * c < len(body))
+            sof = (_SOF_PROCESS[marker], precision, height, width, comps, factors)
         elif marker == 0xDB:
             has_dqt = True
         elif marker == 0xDA:  # start of scan: the header is over
@@ -185,7 +203,7 @@ def parse_jpeg_header(data: bytes | bytearray | memoryview) -> JpegInfo:
     if not has_dqt:
         # libjpeg rejects it; nvJPEG would decode garbage without an error: refuse it here.
         raise ImageFormatError("corrupt", "no quantization table (DQT) before the image data")
-    process, precision, height, width, comps = sof
+    process, precision, height, width, comps, factors = sof
     if width == 0 or height == 0:
         raise ImageFormatError("unsupported", f"JPEG frame header gives size {width}x{height}")
     if comps not in (1, 3, 4):
@@ -193,7 +211,7 @@ def parse_jpeg_header(data: bytes | bytearray | memoryview) -> JpegInfo:
     # A complete file has EOI after its scan data (trailing bytes after EOI are allowed).
     if data.rfind(b"\xff\xd9", end) < 0:
         raise ImageFormatError("truncated", "no end-of-image marker: the file is truncated")
-    return JpegInfo(width, height, comps, precision, process, orientation, adobe)
+    return JpegInfo(width, height, comps, precision, process, orientation, adobe, factors)
 
 
 def parse_exif_orientation(tiff: bytes | memoryview) -> int:

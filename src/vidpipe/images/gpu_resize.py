@@ -7,8 +7,11 @@ the strides), no separate fill of the padding and no dtype conversion pass. It c
 PyTorch path of :func:`vidpipe.images.resize.resize_images` computes (bilinear, antialiased when
 shrinking, same geometry), in float32 until the final cast.
 
-Why: ``F.interpolate(antialias=True)`` per size group, plus the stack, fill and copies around it,
-cost about 10 ms per batch of 64 1080p JPEGs on an H200, a third of the loader's time.
+Measured on one H200 (torch 2.11, Triton 3.6), a batch of 64 decoded 1080p JPEGs -> 416x416:
+1.23 ms of GPU time for fp16 (0.95 ms for uint8) against 2.61 ms for the ``F.interpolate`` path
+(plus its host-side stack/fill/copies); max difference from it 3e-6 in float32, with or without
+EXIF orientations mixed in. Host time per batch about 1.2 ms (table, three small uploads, two
+launches).
 """
 
 from __future__ import annotations
@@ -49,17 +52,31 @@ def oriented_layout(img: torch.Tensor, orientation: int) -> tuple[int, int, int,
     negative). Same result as :func:`vidpipe.images.decode_cpu.apply_orientation`."""
     _, sr, sw = img.stride()
     h, w = img.shape[-2], img.shape[-1]
+    if orientation <= 1 or orientation > 8:
+        return (0, sr, sw, h, w)
     last_r, last_c = (h - 1) * sr, (w - 1) * sw
-    return {
-        1: (0, sr, sw, h, w),
-        2: (last_c, sr, -sw, h, w),
-        3: (last_r + last_c, -sr, -sw, h, w),
-        4: (last_r, -sr, sw, h, w),
-        5: (0, sw, sr, w, h),
-        6: (last_r, sw, -sr, w, h),
-        7: (last_r + last_c, -sw, -sr, w, h),
-        8: (last_c, -sw, sr, w, h),
-    }.get(orientation, (0, sr, sw, h, w))
+    if orientation == 2:
+        return (last_c, sr, -sw, h, w)
+    if orientation == 3:
+        return (last_r + last_c, -sr, -sw, h, w)
+    if orientation == 4:
+        return (last_r, -sr, sw, h, w)
+    if orientation == 5:
+        return (0, sw, sr, w, h)
+    if orientation == 6:
+        return (last_r, sw, -sr, w, h)
+    if orientation == 7:
+        return (last_r + last_c, -sw, -sr, w, h)
+    return (last_c, -sw, sr, w, h)
+
+
+def _place(src: tuple[int, int], size: tuple[int, int], mode: str) -> tuple:
+    """``(new_h, new_w, pad_x, pad_y, sx, sy)`` of a source of ``src`` (height, width)."""
+    (src_h, src_w), (out_h, out_w) = src, size
+    if mode == "letterbox":
+        g = letterbox_geometry(src_h, src_w, out_h, out_w)
+        return (g.new_h, g.new_w, g.pad_x, g.pad_y, g.scale, g.scale)
+    return (out_h, out_w, 0, 0, out_w / src_w, out_h / src_h)
 
 
 def _on(t: torch.Tensor, device: torch.device) -> bool:
@@ -130,23 +147,22 @@ def resize_batch_triton(
     if b == 0:
         return out, torch.from_numpy(scales), torch.from_numpy(pads)
     rows, xkeys, ykeys = [], [], []
+    places: dict[tuple[int, int], tuple] = {}  # source size -> (new_h, new_w, x0, y0, sx, sy)
     scratch = 0
     for i, (img, orient, (src_h, src_w)) in enumerate(zip(images, orientations, src_sizes)):
+        src = (int(src_h), int(src_w))
         if img.dtype != torch.uint8 or img.ndim != 3 or img.shape[0] != 3 or not _on(img, device):
             raise ValueError(f"image {i}: expected (3, h, w) uint8 on {device}, got {tuple(img.shape)} {img.dtype}")
         offset, ys, xs, h, w = oriented_layout(img, orient)
-        if mode == "letterbox":
-            g = letterbox_geometry(src_h, src_w, out_h, out_w)
-            new_h, new_w, x0, y0 = g.new_h, g.new_w, g.pad_x, g.pad_y
-            scales[i] = (g.scale, g.scale)
-        else:
-            new_h, new_w, x0, y0 = out_h, out_w, 0, 0
-            scales[i] = (out_w / src_w, out_h / src_h)
+        place = places.get(src)
+        if place is None:
+            place = places[src] = _place(src, size, mode)
+        new_h, new_w, x0, y0, sx, sy = place
+        scales[i] = (sx, sy)
         pads[i] = (x0, y0)
         aa = (new_h, new_w) != (h, w) and (new_h < h or new_w < w)  # as F.interpolate is called
-        xkey, ykey = (w, new_w, aa), (h, new_h, aa)
-        xkeys.append(xkey)
-        ykeys.append(ykey)
+        xkeys.append((w, new_w, aa))
+        ykeys.append((h, new_h, aa))
         rows.append([img.data_ptr(), offset, img.stride(0), ys, xs, h, w, new_h, new_w, x0, y0, 0, 0, 0, 0, scratch])
         scratch += 3 * h * new_w
     keys = tuple(dict.fromkeys(xkeys + ykeys))
@@ -162,12 +178,12 @@ def resize_batch_triton(
     max_nw = max(r[8] for r in rows)
     hb_r, hb_c = _HPASS_BLOCK
     tr.hpass_kernel[(math.ceil(max_nw / hb_c), math.ceil(max_h / hb_r), b)](
-        table, idx_d, w_d, tmp, NCOL=tr.NCOL, BLOCK_R=hb_r, BLOCK_C=hb_c
+        table, idx_d, w_d, tmp, max(r[12] for r in rows), NCOL=tr.NCOL, BLOCK_R=hb_r, BLOCK_C=hb_c
     )
     u8 = dtype == torch.uint8
     vb_r, vb_c = _VPASS_BLOCK
     tr.vpass_kernel[(math.ceil(out_w / vb_c), math.ceil(out_h / vb_r), b)](
-        table, idx_d, w_d, tmp, out, out_h, out_w, *out.stride(),
+        table, idx_d, w_d, tmp, out, out_h, out_w, *out.stride(), max(r[14] for r in rows),
         PAD=float(round(PAD_VALUE * 255)) if u8 else PAD_VALUE, U8=u8, NCOL=tr.NCOL, BLOCK_R=vb_r, BLOCK_C=vb_c,
     )  # fmt: skip
     return out, torch.from_numpy(scales), torch.from_numpy(pads)

@@ -4,8 +4,9 @@ Three stages run at once, each on its own threads:
 
 - a pool of reader threads reads files ahead (and CPU-decodes and resizes what the GPU decoder
   does not take: other formats, progressive/CMYK JPEGs, everything on the CPU path);
-- GPU decoder worker(s) decode the JPEGs of the next chunks, one batched call per chunk, up to
-  ``_DECODE_AHEAD`` chunks ahead (nvJPEG's call blocks until its batch is decoded);
+- a GPU decoder worker decodes the JPEGs of the next chunks, one batched call per chunk, up to
+  ``_DECODE_AHEAD`` chunks ahead, on a CUDA stream of its own (the hardware-engine decoder
+  returns as soon as a batch is queued; torchvision's waits until it is decoded);
 - one producer thread orients and resizes each decoded chunk into a batch (two Triton kernels on
   CUDA) while the caller consumes earlier ones (``prefetch`` batches ahead, bounded).
 
@@ -195,12 +196,13 @@ class ImageLoader:
             if not items:
                 return chunk, {}, None
             if dev.type != "cuda":  # torchvision's batched CPU decode (tests exercise this path)
-                return chunk, {p.index: out for p, out in zip(items, gpu.decode([p.encoded for p in items]))}, None
+                outs = gpu.decode([p.encoded for p in items], [p.jpeg for p in items])
+                return chunk, {p.index: out for p, out in zip(items, outs)}, None
             stream = getattr(local, "stream", None)
             if stream is None:
                 stream = local.stream = torch.cuda.Stream(dev)
             with torch.cuda.device(dev), torch.cuda.stream(stream):
-                outs = gpu.decode([p.encoded for p in items])
+                outs = gpu.decode([p.encoded for p in items], [p.jpeg for p in items])
                 ready = torch.cuda.Event()
                 ready.record(stream)
             return chunk, {p.index: out for p, out in zip(items, outs)}, ready

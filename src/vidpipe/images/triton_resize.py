@@ -67,8 +67,11 @@ def unavailable_reason() -> str:
 if triton is not None:  # pragma: no cover - compiled and run on the GPU host
 
     @triton.jit
-    def hpass_kernel(table, xidx, xw, tmp, NCOL: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
-        """tmp[c, y, ox] = sum_k w[ox, k] * img[c, y, idx[ox, k]] for one tile of one image."""
+    def hpass_kernel(table, xidx, xw, tmp, KMAX, NCOL: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+        """tmp[c, y, ox] = sum_k w[ox, k] * img[c, y, idx[ox, k]] for one tile of one image.
+
+        The tap loop runs to ``KMAX`` (the batch's most taps) with this image's ``kx`` as a mask:
+        a loop bound loaded from memory is not accepted by every Triton interpreter."""
         b = tl.program_id(2)
         meta = table + b * NCOL
         src = tl.load(meta).to(tl.pointer_type(tl.uint8))
@@ -90,9 +93,10 @@ if triton is not None:  # pragma: no cover - compiled and run on the GPU host
         acc_g = tl.zeros((BLOCK_R, BLOCK_C), dtype=tl.float32)
         acc_b = tl.zeros((BLOCK_R, BLOCK_C), dtype=tl.float32)
         tap = x_taps + ox.to(tl.int64) * kx
-        for k in range(0, kx):
-            col = tl.load(xidx + tap + k, mask=cmask, other=0)
-            w = tl.load(xw + tap + k, mask=cmask, other=0.0)
+        for k in range(0, KMAX):
+            kmask = cmask & (k < kx)
+            col = tl.load(xidx + tap + k, mask=kmask, other=0)
+            w = tl.load(xw + tap + k, mask=kmask, other=0.0)
             p = row_ptr + col[None, :].to(tl.int64) * x_stride
             acc_r += w[None, :] * tl.load(p, mask=mask, other=0).to(tl.float32)
             acc_g += w[None, :] * tl.load(p + c_stride, mask=mask, other=0).to(tl.float32)
@@ -104,7 +108,7 @@ if triton is not None:  # pragma: no cover - compiled and run on the GPU host
         tl.store(t + 2 * plane, acc_b, mask=mask)
 
     @triton.jit
-    def vpass_kernel(table, yidx, yw, tmp, out, HO, WO, o_b, o_c, o_r, o_w,
+    def vpass_kernel(table, yidx, yw, tmp, out, HO, WO, o_b, o_c, o_r, o_w, KMAX,
                      PAD: tl.constexpr, U8: tl.constexpr, NCOL: tl.constexpr,
                      BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):  # fmt: skip
         """Resample along y, scale or round, pad and cast, for one output tile of one image."""
@@ -133,9 +137,10 @@ if triton is not None:  # pragma: no cover - compiled and run on the GPU host
         acc_g = tl.zeros((BLOCK_R, BLOCK_C), dtype=tl.float32)
         acc_b = tl.zeros((BLOCK_R, BLOCK_C), dtype=tl.float32)
         tap = y_taps + ryc * ky
-        for k in range(0, ky):
-            row = tl.load(yidx + tap + k, mask=rmask, other=0)
-            w = tl.load(yw + tap + k, mask=rmask, other=0.0)
+        for k in range(0, KMAX):
+            kmask = rmask & (k < ky)
+            row = tl.load(yidx + tap + k, mask=kmask, other=0)
+            w = tl.load(yw + tap + k, mask=kmask, other=0.0)
             p = base + row[:, None].to(tl.int64) * new_w
             acc_r += w[:, None] * tl.load(p, mask=inside, other=0.0)
             acc_g += w[:, None] * tl.load(p + plane, mask=inside, other=0.0)
