@@ -406,9 +406,15 @@ _RUNNERS: dict[str, Callable[[_Ctx], tuple[int, dict]]] = {
 }
 
 
+#: frames of the warm-up pass of the NVDEC peers' configuration (fills the default frame window)
+WARMUP_FRAMES = 1600
+
+
 def _warm_up(ctx: _Ctx, peers: Sequence[str]) -> None:
-    """CUDA context, NVDEC sessions (pooled) and the fused kernel's compilation, outside the
-    timings."""
+    """CUDA context, NVDEC sessions (pooled), the fused kernel's compilation and the frame
+    window's memory (PyTorch's caching allocator keeps it), outside the timings: the state a
+    long-running ``vidpipe detect`` is in after its first file. Without it the first timed peer
+    pays for up to 4 GiB of ``cudaMalloc`` and for sessions the driver creates one at a time."""
     if ctx.device.type != "cuda" or not any(p.startswith("nvdec") for p in peers) or _unavailable("nvdec", ctx):
         return
     import torch
@@ -418,9 +424,11 @@ def _warm_up(ctx: _Ctx, peers: Sequence[str]) -> None:
     from vidpipe.ops.preprocess import preprocess
 
     warm_sessions(ctx.info, ctx.device, count=ctx.workers or default_workers(ctx.device, ctx.info.codec))
-    dec = NvdecDecoder(ctx.info, device=ctx.device, workers=2, options=DecodeOptions(max_frames=2 * ctx.batch_size))
-    for batch in dec.batches(ctx.batch_size):
-        preprocess(batch, size=ctx.size, dtype=torch.float16, device=ctx.device)
+    dec = NvdecDecoder(ctx.info, device=ctx.device, workers=ctx.workers, options=DecodeOptions(max_frames=WARMUP_FRAMES))
+    stream = torch.cuda.Stream(ctx.device)
+    with torch.cuda.stream(stream):
+        for batch in dec.batches(ctx.batch_size):
+            preprocess(batch, size=ctx.size, dtype=torch.float16, device=ctx.device)
     torch.cuda.synchronize(ctx.device)
 
 

@@ -2,10 +2,10 @@
 
 How it runs (``workers > 1``)::
 
-    reader thread ──packets──► per-segment queues ──► K worker threads (one session each)
-        (demux once,                                     │ decode a segment, copy each kept
-         route_packets)                                  │ frame into its batch row
-                                                         ▼
+    K worker threads (one session each): take the next segment, read its packets
+        │ (straight from the file by the scan's byte ranges, else an own PyAV demuxer),
+        │ decode it, copy each kept frame into its batch row
+        ▼
     consumer (the caller of batches()) ◄── ReorderBuffer (positions in order, bounded)
 
 - The file is scanned once (:func:`~vidpipe.decode.segments.scan_stream`) and planned into
@@ -15,6 +15,9 @@ How it runs (``workers > 1``)::
   consumer, so memory is bounded: a worker ahead of the consumer blocks.
 - Frames nobody asked for (stride, time range) are never copied; GOPs without a kept frame are
   never decoded; a segment stops feeding its decoder once it has all its kept frames.
+- Python work per frame is kept small and GIL hand-overs few (a dozen decoder threads share one
+  GIL with the consumer): no reader thread or per-packet queue (see
+  :mod:`vidpipe.decode.workers`), frames handed to the consumer a batch-run at a time.
 - One session (``workers == 1``: short clips, seeks, streams without timestamps) is the same
   machinery with one worker thread.
 
