@@ -7,7 +7,7 @@ decodes them with PyNvVideoCodec's core decoder (``CreateDecoder``) with ``cudac
 memory with no copy to the host. Each kept frame is copied once, device to device, from the
 decoder's frame buffer (which the next ``Decode`` call reuses) into its row of a pooled
 ``(B, H*3/2, W)`` batch buffer, with one ``cuMemcpyDtoDAsync`` on the session's stream
-(:func:`_driver_copy`; PyTorch's ``from_dlpack`` + ``copy_`` where that does not apply). NVDEC
+(:mod:`vidpipe.decode.nvdec_copy`; PyTorch's ``from_dlpack`` + ``copy_`` where that does not apply). NVDEC
 runs as several sessions over keyframe-aligned segments of the file (see
 :mod:`vidpipe.decode.parallel`), by default three per NVDEC engine, which is what it takes to keep
 all engines busy; short clips get as many sessions as they have segments. Sessions are pooled
@@ -72,6 +72,7 @@ from vidpipe.decode.nvdec_caps import (
     query_caps,
     stream_unsupported,
 )
+from vidpipe.decode.nvdec_copy import driver_copy
 from vidpipe.decode.parallel import SegmentParallelDecoder
 from vidpipe.decode.sessions import PyAVSession
 from vidpipe.errors import BackendUnavailableError, DecodeError, UnsupportedError
@@ -171,7 +172,8 @@ class _NvFrame:
         """Copy the frame into ``dst`` on the *current* CUDA stream, which must be the session's
         (the decoder's stream: the frame's own copy out of the NVDEC surface is ordered before
         it). Workers make it current once per segment (:func:`vidpipe.decode.workers.on_stream`)."""
-        if _driver_copy(self._frame, dst, self._session):
+        sess = self._session
+        if driver_copy(self._frame, dst, sess.stream.cuda_stream, sess.key[0]):
             return 0
         import torch
 
@@ -184,78 +186,6 @@ class _NvFrame:
             )
         dst.copy_(src)
         return 0
-
-
-#: copy frames with one CUDA driver call made without releasing the GIL (else torch's from_dlpack
-#: + copy_, which hand the GIL over twice); see :func:`_driver_copy`. 1080p H.264 on an H200, 14
-#: sessions: 3,430 frames/s with it, 2,320 without
-DRIVER_COPY = True
-_driver: Any = None  # (cuMemcpyDtoDAsync_v2, cuCtxGetCurrent) or False when unavailable
-_driver_lock = threading.Lock()
-_tls = threading.local()
-driver_copies = 0  # frames copied by the driver path (diagnostics)
-
-
-def _driver_functions() -> Any:
-    global _driver
-    with _driver_lock:
-        if _driver is None:
-            try:
-                lib = ctypes.PyDLL("libcuda.so.1")  # PyDLL: the call keeps the GIL (no hand-over)
-                copy = lib.cuMemcpyDtoDAsync_v2
-                copy.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
-                copy.restype = ctypes.c_int
-                device = lib.cuCtxGetDevice
-                device.argtypes = [ctypes.POINTER(ctypes.c_int)]
-                device.restype = ctypes.c_int
-                wait = lib.cuStreamWaitEvent
-                wait.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
-                wait.restype = ctypes.c_int
-                _driver = (copy, device, wait)
-            except (OSError, AttributeError) as exc:
-                logger.debug("CUDA driver copy unavailable (%s)", exc)
-                _driver = False
-        return _driver
-
-
-def _driver_copy(frame: Any, dst: "torch.Tensor", session: "NvdecSession") -> bool:
-    """Copy an NVDEC frame (packed NV12/P016, ``framesize()`` bytes) into the contiguous ``dst``
-    with ``cuMemcpyDtoDAsync`` on the session's stream. Returns ``False`` (nothing done) when
-    this path does not apply: disabled, no driver library, no current CUDA context in this
-    thread yet, or sizes that differ (the caller's checked path then reports them)."""
-    global DRIVER_COPY, driver_copies
-    if not DRIVER_COPY or _driver is False:
-        return False
-    fns = _driver or _driver_functions()
-    if not fns:
-        return False
-    copy, device, wait = fns
-    gpu = session.key[0]
-    if getattr(_tls, "gpu", None) != gpu:  # the runtime binds the primary context on first use
-        dev = ctypes.c_int(-1)
-        if device(ctypes.byref(dev)) != 0 or dev.value != gpu:
-            return False  # no context (or another GPU's) current in this thread yet
-        _tls.gpu = gpu
-    n = dst.numel() * dst.element_size()
-    try:
-        if frame.framesize() != n or not dst.is_contiguous():
-            return False
-        stream = session.stream.cuda_stream
-        event = frame.decoder_stream_event
-        src = frame.GetPtrToPlane(0)
-    except (AttributeError, TypeError) as exc:  # another PyNvVideoCodec: the checked path
-        logger.info("NVDEC frames lack %s; copying with PyTorch", exc)
-        DRIVER_COPY = False
-        return False
-    if event and wait(stream, event, 0) != 0:  # the decoder's copy out of the surface (same stream: a no-op)
-        return False
-    rc = copy(dst.data_ptr(), src, n, stream)
-    if rc != 0:
-        logger.warning("cuMemcpyDtoDAsync failed (CUDA error %d); copying with PyTorch from now on", rc)
-        DRIVER_COPY = False
-        return False
-    driver_copies += 1
-    return True
 
 
 def session_key(info: StreamInfo, device: "torch.device") -> tuple:
