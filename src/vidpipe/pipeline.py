@@ -107,6 +107,28 @@ class _Chunk:
 
 
 @dataclass
+class _InFlight:
+    """A batch whose model is queued: its input, raw output and the event after the model (or,
+    after an out-of-memory back-off, its finished detections)."""
+
+    inp: ModelInput
+    raw: Any
+    done: Any
+    dets: Any
+
+
+def _tensors(obj: Any) -> list:
+    """The tensors inside a model's raw output (a tensor, or nested tuples/lists/dicts)."""
+    if hasattr(obj, "record_stream"):
+        return [obj]
+    if isinstance(obj, dict):
+        obj = list(obj.values())
+    if isinstance(obj, (list, tuple)):
+        return [t for item in obj for t in _tensors(item)]
+    return []
+
+
+@dataclass
 class _Done:
     stream_id: int
 
@@ -146,6 +168,7 @@ class DetectionRun:
     ) -> None:
         self.detector = detector
         self._runner = detector  # what the consumer calls: the detector, or its CUDA-graph twin
+        self._post_stream: Any = None  # CUDA stream of head + NMS + device->host copies
         self.config = config
         self.device: "torch.device" = detector.device
         self.states = [SourceState(spec=s, stream_id=i) for i, s in enumerate(specs)]
@@ -245,18 +268,25 @@ class DetectionRun:
             self.close()
 
     def _consume(self) -> Iterator[FrameResult]:
+        """Batches in, results out, one batch in flight: batch N+1's model is queued on the GPU
+        before batch N is post-processed (head, NMS with its host sync, device->host copy) on a
+        second CUDA stream, so the GPU runs one while the host waits for the other."""
         import torch
 
         pending = len(self.states)
         parts: list[_Chunk] = []
         buffered = 0
+        in_flight: _InFlight | None = None
         while pending or parts:
             item = None
             if pending:
                 try:
                     # Wait briefly for more chunks to fill a batch; flush what we have on a lull.
-                    item = self._queue.get(timeout=0.05 if parts else 0.5)
+                    item = self._queue.get(timeout=0.05 if (parts or in_flight) else 0.5)
                 except queue.Empty:
+                    if in_flight is not None:  # nothing new: finish the batch in flight
+                        done, in_flight = in_flight, None
+                        yield from self._finish(done, torch)
                     if not parts:
                         continue
             if isinstance(item, _Done):
@@ -268,7 +298,12 @@ class DetectionRun:
             full = buffered >= self.batch_size
             if parts and (full or item is None or not pending):
                 take, parts, buffered = self._split_batch(parts)
-                yield from self._infer(take, torch)
+                launched = self._launch(take, torch)
+                if in_flight is not None:
+                    yield from self._finish(in_flight, torch)
+                in_flight = launched
+        if in_flight is not None:
+            yield from self._finish(in_flight, torch)
 
     def _split_batch(self, parts: list[_Chunk]) -> tuple[list[_Chunk], list[_Chunk], int]:
         """Take whole chunks of the first chunk's input shape, up to ``batch_size`` frames.
@@ -286,10 +321,12 @@ class DetectionRun:
                 rest.append(c)
         return take, rest, sum(len(c.inp) for c in rest)
 
-    def _infer(self, chunks: list[_Chunk], torch: Any) -> Iterator[FrameResult]:
+    def _launch(self, chunks: list[_Chunk], torch: Any) -> "_InFlight":
+        """Join the chunks into one model input and queue the model on it (current stream)."""
         from vidpipe.ops.preprocess import concat_inputs
 
-        if self.device.type == "cuda":
+        cuda = self.device.type == "cuda"
+        if cuda:
             cur = torch.cuda.current_stream(self.device)
             for c in chunks:
                 if c.ready is not None:
@@ -297,18 +334,42 @@ class DetectionRun:
                 c.inp.tensor.record_stream(cur)
         inp = concat_inputs([c.inp for c in chunks])
         n = len(inp)
-        if self.device.type == "cuda":
-            timer = self.stats.time_gpu("infer", n, torch.cuda.current_stream(self.device))
-        else:
-            timer = self.stats.time("infer", n)
-        with timer:
-            dets = self._detect_with_backoff(inp, torch)
-        if self.config.results_on_host and dets.device.type != "cpu":
-            with self.stats.time("d2h", n):
-                self.stats.d2h_bytes += sum(
-                    t.numel() * t.element_size() for t in (dets.boxes, dets.scores, dets.class_ids, dets.frame)
-                )
-                dets = dets.cpu()
+        timer = self.stats.time_gpu("model", n, cur) if cuda else self.stats.time("model", n)
+        try:
+            with timer:
+                raw = self._runner.forward(inp)
+        except torch.cuda.OutOfMemoryError:
+            return _InFlight(inp, None, None, self._detect_with_backoff(inp, torch))
+        done = None
+        if cuda:
+            done = torch.cuda.Event()
+            done.record(cur)
+        return _InFlight(inp, raw, done, None)
+
+    def _post_stream_for(self, torch: Any) -> Any:
+        if self._post_stream is None:
+            self._post_stream = torch.cuda.Stream(self.device)
+        return self._post_stream
+
+    def _finish(self, job: "_InFlight", torch: Any) -> Iterator[FrameResult]:
+        """Head, NMS and box mapping of a launched batch (on the post stream), then results."""
+        inp, n = job.inp, len(job.inp)
+        dets = job.dets
+        with self.stats.time("postprocess", n):
+            if dets is None and job.done is not None:
+                post = self._post_stream_for(torch)
+                post.wait_event(job.done)
+                for t in (*_tensors(job.raw), inp.tensor, inp.scale, inp.pad):
+                    t.record_stream(post)
+                with torch.cuda.stream(post):
+                    dets = self._postprocess(job, torch)
+                if dets.device.type == "cuda":  # hand GPU results to the caller's stream safely
+                    cur = torch.cuda.current_stream(self.device)
+                    cur.wait_stream(post)
+                    for t in (dets.boxes, dets.scores, dets.class_ids, dets.frame):
+                        t.record_stream(cur)
+            elif dets is None:
+                dets = self._postprocess(job, torch)
         per_frame = dets.split(n)
         names = tuple(self.detector.names)
         self.stats.frames += n
@@ -318,6 +379,16 @@ class DetectionRun:
             st.frames += 1
             st.detections += len(d)
             yield FrameResult(meta=meta, detections=d, names=names)
+
+    def _postprocess(self, job: "_InFlight", torch: Any):
+        dets = self._runner.postprocess(job.raw, job.inp)
+        if self.config.results_on_host and dets.device.type != "cpu":
+            with self.stats.time("d2h", len(job.inp)):
+                self.stats.d2h_bytes += sum(
+                    t.numel() * t.element_size() for t in (dets.boxes, dets.scores, dets.class_ids, dets.frame)
+                )
+                dets = dets.cpu()
+        return dets
 
     def _detect_with_backoff(self, inp: ModelInput, torch: Any):
         """Run the detector; on CUDA out-of-memory halve the batch and say so."""

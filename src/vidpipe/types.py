@@ -271,6 +271,27 @@ class Detections:
         return self.boxes.device
 
     def to(self, device: "torch.device | str", *, non_blocking: bool = False) -> "Detections":
+        """The detections on ``device``. GPU -> CPU is one packed copy (one synchronisation),
+        not one per tensor."""
+        import torch
+
+        dev = torch.device(device)
+        if dev == self.device:
+            return self
+        if self.device.type == "cuda" and dev.type == "cpu" and not non_blocking:
+            cols = [self.boxes.double(), self.scores.double()[:, None], self.class_ids.double()[:, None],
+                    self.frame.double()[:, None]]  # fmt: skip
+            if self.track_ids is not None:
+                cols.append(self.track_ids.double()[:, None])
+            packed = torch.cat(cols, 1).cpu()  # float64 holds float32 and ids < 2**53 exactly
+            return Detections(
+                packed[:, :4].float(),
+                packed[:, 4].float(),
+                packed[:, 5].long(),
+                packed[:, 6].long(),
+                None if self.track_ids is None else packed[:, 7].long(),
+            )
+
         def mv(t):
             return None if t is None else t.to(device, non_blocking=non_blocking)
 
@@ -305,6 +326,7 @@ class Detections:
         order = torch.argsort(self.frame, stable=True)
         d = self.select(order)
         counts = torch.bincount(d.frame, minlength=num_frames).tolist()
+        zeros = torch.zeros((max(counts[:num_frames], default=0),), dtype=torch.int64, device=d.device)
         out, start = [], 0
         for c in counts[:num_frames]:
             sl = slice(start, start + c)
@@ -313,7 +335,7 @@ class Detections:
                     d.boxes[sl],
                     d.scores[sl],
                     d.class_ids[sl],
-                    torch.zeros((c,), dtype=torch.int64, device=d.device),
+                    zeros[:c],  # one shared buffer of zeros, not one allocation per frame
                     None if d.track_ids is None else d.track_ids[sl],
                 )
             )

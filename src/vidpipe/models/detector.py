@@ -6,7 +6,7 @@ import difflib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 from vidpipe._validate import check_range
 from vidpipe.errors import ConfigError, ModelError
@@ -138,14 +138,28 @@ class Detector:
         return self.model.dtype
 
     def __call__(self, inp: ModelInput) -> Detections:
+        return self.postprocess(self.forward(inp), inp)
+
+    def forward(self, inp: ModelInput) -> Any:
+        """Queue the model on ``inp`` and return its raw output (no host synchronisation): the
+        first half of :meth:`__call__`, so a caller can launch batch N+1 before post-processing
+        batch N."""
         import torch
 
         x = inp.tensor
         if x.device != self.device:
             raise ModelError(f"ModelInput is on {x.device} but the model {self.model.info.name} runs on {self.device}")
-        cfg = self.config
         with torch.inference_mode():
-            raw = self.model(x.to(self.dtype))
+            return self.model(x.to(self.dtype))
+
+    def postprocess(self, raw: Any, inp: ModelInput) -> Detections:
+        """Output head, NMS (one host synchronisation) and the letterbox undone, for the ``raw``
+        output of :meth:`forward` on ``inp``; runs on the current CUDA stream."""
+        import torch
+
+        cfg = self.config
+        x = inp.tensor
+        with torch.inference_mode():
             cand = self.head(raw, (int(x.shape[-2]), int(x.shape[-1])))
             dets = nms(
                 cand,
