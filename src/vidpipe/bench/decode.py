@@ -258,7 +258,9 @@ def _pyav_rgb24(ctx: _Ctx) -> tuple[int, dict]:
 def _options(ctx: _Ctx) -> Any:
     from vidpipe.decode.base import DecodeOptions
 
-    return DecodeOptions(max_frames=ctx.reference_frames)
+    # The bench only counts each batch before asking for the next: buffers may be recycled, as
+    # in the pipeline.
+    return DecodeOptions(max_frames=ctx.reference_frames, reuse_buffers=True)
 
 
 def _pyav(ctx: _Ctx) -> tuple[int, dict]:
