@@ -74,16 +74,17 @@ def test_consecutive_batches_overlap_safely(decoder):
         assert all(torch.equal(g, w) for g, w in zip(got, want[k:] + want[:k])), k
 
 
-def test_loader_default_decoder_is_the_hardware_one(tmp_path):
+def test_loader_with_the_hardware_decoder(decoder, tmp_path):
     import vidpipe.images as vi
     from imgfactory import write
 
     for k in range(3):
-        write(tmp_path / f"{k}.jpg", encode(pattern(40, 60, seed=k)))
-    loader = vi.load(tmp_path, device="cuda", size=32)
-    assert loader.decoder.startswith("nvjpeg-hw")
-    (batch,) = list(loader)
-    assert loader.stats.decoded_gpu == 3 and batch.data.is_cuda
+        write(tmp_path / f"{k}.jpg", encode(pattern(40, 60, seed=k), orientation=k + 5))
+    hw = vi.load(tmp_path, device="cuda", size=32, decoder="nvjpeg-hw", dtype="uint8")
+    assert hw.decoder.startswith("nvjpeg-hw")
+    (a,) = list(hw)
+    (b,) = list(vi.load(tmp_path, device="cuda", size=32, decoder="nvjpeg", dtype="uint8"))
+    assert hw.stats.decoded_gpu == 3 and hw.stats.gpu_fallbacks == 0 and torch.equal(a.data, b.data)
 
 
 def test_concurrent_calls_on_their_own_streams(decoder):

@@ -59,7 +59,7 @@ def image_config(
     ``dtype="auto"`` is float16 on CUDA and float32 on the CPU (a ``torch.dtype`` is accepted
     too). ``num_threads=None`` uses the CPU count, at most 16 when the CPU decodes the JPEGs and
     at most 8 when a GPU decoder does (the threads then mostly read files; more of them only
-    compete with the decoder's thread for the GIL: measured 15% slower with 16 on an H200 host).
+    compete with the decoder's thread for the GIL: 7-14% slower with 16 on a 16-core H200 host).
     """
     import torch
 
@@ -101,9 +101,9 @@ def resolve_decoder(cfg: ImageConfig) -> tuple[GpuJpegDecoder | None, str]:
     """The batched GPU JPEG decoder to use (``None``: all decoding on CPU threads) and a
     description of the choice for logs and reports.
 
-    ``decoder="auto"`` on CUDA uses the GPU's hardware JPEG engines directly (``"nvjpeg-hw"``),
-    else torchvision's nvJPEG (``"nvjpeg"``: GPUs without the engines), else CPU threads (with a
-    warning); an explicit GPU decoder that does not work raises :class:`BackendUnavailableError`.
+    ``decoder="auto"`` on CUDA uses torchvision's nvJPEG (``"nvjpeg"``), else the hardware JPEG
+    engines directly (``"nvjpeg-hw"``), else CPU threads (with a warning); an explicit GPU
+    decoder that does not work raises :class:`BackendUnavailableError`.
     """
     from vidpipe.images.decode_gpu import GPU_DECODERS, make_gpu_decoder
 

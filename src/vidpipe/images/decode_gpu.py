@@ -126,8 +126,9 @@ def _nvjpeg_hw(device: torch.device):
 
 
 _DECODERS = {"nvjpeg-hw": _nvjpeg_hw, "nvjpeg": NvjpegDecoder, "nvimgcodec": NvImgCodecDecoder}
-#: GPU decoder names :func:`make_gpu_decoder` knows, in the order ``decoder="auto"`` tries them.
-GPU_DECODERS = ("nvjpeg-hw", "nvjpeg")
+#: GPU decoder names :func:`make_gpu_decoder` knows, in the order ``decoder="auto"`` tries them:
+#: torchvision's nvJPEG first (faster inside the loader, see :mod:`vidpipe.images.nvjpeg_hw`).
+GPU_DECODERS = ("nvjpeg", "nvjpeg-hw")
 
 
 def make_gpu_decoder(name: str, device: torch.device) -> GpuJpegDecoder:

@@ -70,6 +70,12 @@ def oriented_layout(img: torch.Tensor, orientation: int) -> tuple[int, int, int,
     return (last_c, -sw, sr, w, h)
 
 
+def _round_taps(k: int) -> int:
+    """``k`` rounded up to a multiple of 4: the kernels' tap-loop bound is a compile-time
+    constant, so this bounds how many variants get compiled (extra taps are masked)."""
+    return -(-k // 4) * 4
+
+
 def _place(src: tuple[int, int], size: tuple[int, int], mode: str) -> tuple:
     """``(new_h, new_w, pad_x, pad_y, sx, sy)`` of a source of ``src`` (height, width)."""
     (src_h, src_w), (out_h, out_w) = src, size
@@ -178,12 +184,12 @@ def resize_batch_triton(
     max_nw = max(r[8] for r in rows)
     hb_r, hb_c = _HPASS_BLOCK
     tr.hpass_kernel[(math.ceil(max_nw / hb_c), math.ceil(max_h / hb_r), b)](
-        table, idx_d, w_d, tmp, max(r[12] for r in rows), NCOL=tr.NCOL, BLOCK_R=hb_r, BLOCK_C=hb_c
+        table, idx_d, w_d, tmp, KMAX=_round_taps(max(r[12] for r in rows)), NCOL=tr.NCOL, BLOCK_R=hb_r, BLOCK_C=hb_c
     )
     u8 = dtype == torch.uint8
     vb_r, vb_c = _VPASS_BLOCK
     tr.vpass_kernel[(math.ceil(out_w / vb_c), math.ceil(out_h / vb_r), b)](
-        table, idx_d, w_d, tmp, out, out_h, out_w, *out.stride(), max(r[14] for r in rows),
+        table, idx_d, w_d, tmp, out, out_h, out_w, *out.stride(), KMAX=_round_taps(max(r[14] for r in rows)),
         PAD=float(round(PAD_VALUE * 255)) if u8 else PAD_VALUE, U8=u8, NCOL=tr.NCOL, BLOCK_R=vb_r, BLOCK_C=vb_c,
     )  # fmt: skip
     return out, torch.from_numpy(scales), torch.from_numpy(pads)

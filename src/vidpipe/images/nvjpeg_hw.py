@@ -8,10 +8,19 @@ keeps two decode states so one batch is in the engines while the next is prepare
 submitted, and decodes on the caller's current stream into tensors allocated there: the outputs
 are ready in that stream's order, like any other CUDA op, with nothing waited for on the host.
 
-Measured on one H200 (2,000 1080p quality-90 JPEGs, bytes in RAM, batch 64): torchvision 4,427
-img/s, this decoder 4,862 img/s (one state, waiting per batch); the engines top out near 4,900:
-several states from several threads added 1% and, on the loader's threads, failed batches now
-and then, so calls are serialised.
+Measured on one H200, 16 cores (torch 2.11, torchvision 0.26; 2,000 1080p quality-90 JPEGs,
+batch 64):
+
+- decode only, bytes in RAM (``vidpipe bench images``, same run): torchvision 4,419 img/s, this
+  decoder 5,736 img/s (two states in turn, headers parsed beforehand);
+- inside the loader (read + decode + letterbox, 8 reader threads, same run): torchvision
+  3,938 img/s, this decoder 2,269 img/s, and ``nvjpegDecodeBatched`` now and then failed with
+  status 5 (allocator failure; those batches went to torchvision). Not understood yet: a
+  suspect is nvJPEG's own (re)allocation of pinned/device buffers per call (``cudaFreeHost`` /
+  ``cudaFree`` synchronise the whole device) next to the loader's other streams, or GIL waits
+  in the per-batch ctypes set-up. So it is opt-in (``decoder="nvjpeg-hw"``), not the default;
+- an earlier version with several states called from several threads at once: +1% decode-only
+  over one state, and failed batches on the loader's threads, so calls are serialised.
 
 The library is the ``libnvjpeg`` torchvision already loaded (or ships), so nothing extra is
 installed. Files the engines do not take (progressive, 12-bit, 4:1:1, CMYK: see

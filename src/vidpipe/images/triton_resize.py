@@ -67,11 +67,14 @@ def unavailable_reason() -> str:
 if triton is not None:  # pragma: no cover - compiled and run on the GPU host
 
     @triton.jit
-    def hpass_kernel(table, xidx, xw, tmp, KMAX, NCOL: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    def hpass_kernel(table, xidx, xw, tmp, KMAX: tl.constexpr, NCOL: tl.constexpr,
+                     BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):  # fmt: skip
         """tmp[c, y, ox] = sum_k w[ox, k] * img[c, y, idx[ox, k]] for one tile of one image.
 
-        The tap loop runs to ``KMAX`` (the batch's most taps) with this image's ``kx`` as a mask:
-        a loop bound loaded from memory is not accepted by every Triton interpreter."""
+        The tap loop runs to ``KMAX`` (at least the batch's most taps; a compile-time constant,
+        rounded up by the caller to limit recompilations) with this image's ``kx`` as a mask: a
+        loop bound loaded from memory, or a run-time scalar, is not accepted by every Triton
+        interpreter (3.6's is not)."""
         b = tl.program_id(2)
         meta = table + b * NCOL
         src = tl.load(meta).to(tl.pointer_type(tl.uint8))
@@ -108,7 +111,7 @@ if triton is not None:  # pragma: no cover - compiled and run on the GPU host
         tl.store(t + 2 * plane, acc_b, mask=mask)
 
     @triton.jit
-    def vpass_kernel(table, yidx, yw, tmp, out, HO, WO, o_b, o_c, o_r, o_w, KMAX,
+    def vpass_kernel(table, yidx, yw, tmp, out, HO, WO, o_b, o_c, o_r, o_w, KMAX: tl.constexpr,
                      PAD: tl.constexpr, U8: tl.constexpr, NCOL: tl.constexpr,
                      BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):  # fmt: skip
         """Resample along y, scale or round, pad and cast, for one output tile of one image."""
