@@ -85,6 +85,7 @@ def test_loader_with_the_hardware_decoder(decoder, tmp_path):
     (a,) = list(hw)
     (b,) = list(vi.load(tmp_path, device="cuda", size=32, decoder="nvjpeg", dtype="uint8"))
     assert hw.stats.decoded_gpu == 3 and hw.stats.gpu_fallbacks == 0 and torch.equal(a.data, b.data)
+    assert vi.load(tmp_path, device="cuda", decoder="nvjpeg-hw")._gpu is hw._gpu  # one per device, shared
 
 
 def test_concurrent_calls_on_their_own_streams(decoder):

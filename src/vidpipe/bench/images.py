@@ -305,10 +305,10 @@ def _run_nvjpeg_hw(ctx: _Ctx, idx: list[int]) -> int:
     import torch
 
     from vidpipe.images.formats import parse_jpeg_header
-    from vidpipe.images.nvjpeg_hw import NvjpegHwDecoder
+    from vidpipe.images.nvjpeg_hw import shared_decoder
 
     if ctx.hw is None:
-        ctx.hw = NvjpegHwDecoder(ctx.device)
+        ctx.hw = shared_decoder(ctx.device)
         ctx.infos = [parse_jpeg_header(memoryview(b.numpy())) for b in ctx.encoded()]
     blobs, n = ctx.encoded(), 0
     for k in range(0, len(idx), ctx.batch_size):

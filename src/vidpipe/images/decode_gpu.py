@@ -120,9 +120,9 @@ class NvImgCodecDecoder:
 
 
 def _nvjpeg_hw(device: torch.device):
-    from vidpipe.images.nvjpeg_hw import NvjpegHwDecoder
+    from vidpipe.images.nvjpeg_hw import shared_decoder
 
-    return NvjpegHwDecoder(device)
+    return shared_decoder(device)
 
 
 _DECODERS = {"nvjpeg-hw": _nvjpeg_hw, "nvjpeg": NvjpegDecoder, "nvimgcodec": NvImgCodecDecoder}

@@ -15,10 +15,11 @@ batch 64):
   decoder 5,736 img/s (two states in turn, headers parsed beforehand);
 - inside the loader (read + decode + letterbox, 8 reader threads, same run): torchvision
   3,938 img/s, this decoder 2,269 img/s, and ``nvjpegDecodeBatched`` now and then failed with
-  status 5 (allocator failure; those batches went to torchvision). Not understood yet: a
-  suspect is nvJPEG's own (re)allocation of pinned/device buffers per call (``cudaFreeHost`` /
-  ``cudaFree`` synchronise the whole device) next to the loader's other streams, or GIL waits
-  in the per-batch ctypes set-up. So it is opt-in (``decoder="nvjpeg-hw"``), not the default;
+  status 5 (allocator failure; those batches went to torchvision). That version created a new
+  decoder (handle, states, their buffers) for every ``load()`` - inside the timed pass, and
+  never freed - while the decode-only peer reused one: the likely cause of both, fixed since by
+  :func:`shared_decoder` but not re-measured on a GPU yet. Until it is, this decoder is opt-in
+  (``decoder="nvjpeg-hw"``), not the default;
 - an earlier version with several states called from several threads at once: +1% decode-only
   over one state, and failed batches on the loader's threads, so calls are serialised.
 
@@ -42,7 +43,7 @@ from vidpipe.errors import BackendUnavailableError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["NvjpegHwDecoder", "find_libnvjpeg"]
+__all__ = ["NvjpegHwDecoder", "find_libnvjpeg", "shared_decoder"]
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +119,26 @@ class _Slot:
         _check(lib.nvjpegJpegStreamCreate(handle, ctypes.byref(self.stream)), "nvjpegJpegStreamCreate")
         self.done = None  # CUDA event after its last batch
         self.keep: tuple = ()  # bitstreams and descriptors its last batch reads
+
+
+_SHARED: dict[str, NvjpegHwDecoder] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_decoder(device: torch.device) -> NvjpegHwDecoder:
+    """The process-wide decoder for ``device``, created on first use (like torchvision's).
+
+    A hardware-backend nvJPEG handle and its decode states are expensive to create (their
+    pinned and device buffers grow to the batches seen, and creating one costs a large part of
+    a second) and are never released (nvJPEG's own buffers; torchvision leaks its one too), so
+    every loader on a device shares one; its calls are serialised anyway.
+    """
+    key = str(device)
+    with _SHARED_LOCK:
+        dec = _SHARED.get(key)
+        if dec is None:
+            dec = _SHARED[key] = NvjpegHwDecoder(device)
+        return dec
 
 
 def _check(status: int, what: str) -> None:
