@@ -197,9 +197,10 @@ def to_torchscript(net: torch.nn.Module, path, *, script: bool = False, extra_fi
         torch.jit.save(mod, str(path), _extra_files=extra_files or {})
 
 
-def to_exported(net: torch.nn.Module, path, *, dynamic_batch: bool = True) -> None:
+def to_exported(net: torch.nn.Module, path, *, dynamic_batch: bool = True, device: str = "cpu") -> None:
+    """torch.export the net on ``device`` (programs keep the device they were exported on)."""
     shapes = {"x": {0: torch.export.Dim("batch", min=1, max=64)}} if dynamic_batch else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ep = torch.export.export(net.eval(), (example(),), dynamic_shapes=shapes)
+        ep = torch.export.export(net.eval().to(device), (example().to(device),), dynamic_shapes=shapes)
     torch.export.save(ep, str(path))

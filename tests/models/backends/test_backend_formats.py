@@ -44,7 +44,7 @@ def load(fmt, net, tmp_path, *, device="cpu", names=None, head=None, onnx_output
         kn.to_torchscript(net, path, script=kw.pop("script", False))
     elif fmt == "export":
         path = tmp_path / "net.pt2"
-        kn.to_exported(net, path, dynamic_batch=kw.pop("dynamic_batch", True))
+        kn.to_exported(net, path, dynamic_batch=kw.pop("dynamic_batch", True), device=device)
     elif fmt == "onnx":
         path = tmp_path / "net.onnx"
         kn.to_onnx(net, path, output_names=onnx_outputs)

@@ -16,6 +16,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
+from vidpipe.errors import ModelError
 from vidpipe.models.backends.build import ModelMetadata
 from vidpipe.models.backends.common import check_file, check_image_shape, load_error
 from vidpipe.models.backends.torch_module import TorchModel, wrap_module
@@ -67,7 +68,10 @@ def _metadata(program: "torch.export.ExportedProgram", config: ModelMetadata, pa
 
 def _on_device(program: Any, device: Any) -> Any:
     """The program with its parameters, buffers and constants moved to ``device`` (an exported
-    program keeps the device it was exported on; ``module().to()`` misses its constants)."""
+    program keeps the device it was exported on; ``module().to()`` misses its constants).
+
+    Devices written into the graph itself (a ``torch.full(..., device="cpu")`` in ``forward``)
+    cannot always be moved: export such a program on the device it will run on."""
     import torch
 
     from vidpipe.device import resolve_device
@@ -110,15 +114,23 @@ def load_exported(
                 logger.info("%s: the program was exported for %s input; dtype=%r ignored", p, file_dtype, dtype)
         dtype = file_dtype
     stem = os.path.splitext(os.path.basename(p))[0]
-    return wrap_module(
-        module,
-        fmt="export",
-        name=stem,
-        what=p,
-        device=device,
-        dtype=dtype,
-        input_size=input_size,
-        names=names,
-        head=head,
-        meta=meta,
-    )
+    try:
+        return wrap_module(
+            module,
+            fmt="export",
+            name=stem,
+            what=p,
+            device=device,
+            dtype=dtype,
+            input_size=input_size,
+            names=names,
+            head=head,
+            meta=meta,
+        )
+    except ModelError as exc:
+        if "device mismatch" in str(exc).lower():
+            raise ModelError(
+                f"{exc}; the program has a device written into its graph: export it on the device it "
+                f"will run on ({device}), or load it with device='cpu'"
+            ) from exc
+        raise
