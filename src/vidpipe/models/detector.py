@@ -179,17 +179,27 @@ class Detector:
         return out
 
     def warmup(self, batch_size: int = 1) -> float:
-        """Run the model once on a grey ``(batch_size, 3, H, W)`` batch of its input size, so the
-        CUDA context, cuDNN's algorithm choice and lazy initialisation happen before timing starts.
+        """Run the whole detector (model, head, NMS, box mapping) once on a grey
+        ``(batch_size, 3, H, W)`` batch of its input size, so the CUDA context, cuDNN's algorithm
+        choice, lazily loaded kernels and other first-call costs are paid before timing starts.
         Returns the seconds it took."""
         import time
 
         import torch
 
+        from vidpipe.types import FrameMeta
+
         t0 = time.perf_counter()
-        x = torch.full((batch_size, 3, *self.input_size), 0.5, dtype=self.dtype, device=self.device)
-        with torch.inference_mode():
-            self.model(x)
+        h, w = self.input_size
+        x = torch.full((batch_size, 3, h, w), 0.5, dtype=self.dtype, device=self.device)
+        meta = FrameMeta("<warm-up>", 0, 0, None, h, w)
+        inp = ModelInput(
+            tensor=x,
+            frames=(meta,) * batch_size,
+            scale=torch.ones((batch_size,), dtype=torch.float32, device=self.device),
+            pad=torch.zeros((batch_size, 2), dtype=torch.float32, device=self.device),
+        )
+        self(inp).cpu()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         return time.perf_counter() - t0
