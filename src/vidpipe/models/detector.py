@@ -10,6 +10,7 @@ from typing import Any, TYPE_CHECKING
 
 from vidpipe._validate import check_range
 from vidpipe.errors import ConfigError, ModelError
+from vidpipe.models.base import Candidates
 from vidpipe.models.heads import get_head
 from vidpipe.post.boxes import to_source
 from vidpipe.post.nms import nms
@@ -200,6 +201,21 @@ class Detector:
             pad=torch.zeros((batch_size, 2), dtype=torch.float32, device=self.device),
         )
         self(inp).cpu()
+        # A grey batch gives no candidate above the threshold, so NMS and what follows never ran:
+        # run them on made-up confident boxes too (their first CUDA calls cost seconds).
+        g = torch.Generator(device=self.device).manual_seed(0)
+        xy = torch.rand((batch_size, 64, 2), generator=g, device=self.device) * torch.tensor([w, h], device=self.device)
+        boxes = torch.cat([xy, xy + 20], dim=2)
+        ids = self._classes[0] if self._classes is not None else 0
+        cand = Candidates(
+            boxes=boxes,
+            scores=torch.full((batch_size, 64), 0.9, device=self.device),
+            class_ids=torch.full((batch_size, 64), int(ids), dtype=torch.int64, device=self.device),
+        )
+        cfg = self.config
+        dets = nms(cand, conf=cfg.conf, iou=cfg.iou, classes=self._classes, max_det=cfg.max_det,
+                   num_classes=self.model.info.num_classes)  # fmt: skip
+        to_source(dets, inp).cpu().split(batch_size)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         return time.perf_counter() - t0
