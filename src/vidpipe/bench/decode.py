@@ -38,10 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vidpipe.bench.report import markdown_table, write_report
+from vidpipe.bench.report import VideoBenchResult
 from vidpipe.bench.sysstats import measure
 
-__all__ = ["DecodeBenchResult", "run_decode_bench", "nvdec_ceiling", "targets", "PEERS"]
+__all__ = ["run_decode_bench", "nvdec_ceiling", "targets", "PEERS"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,33 +51,6 @@ COLUMNS = ["input", "peer", "output", "fps", "cpu_percent", "cores_per_kfps", "g
 HEADERS = {"fps": "frames/s", "cpu_percent": "CPU %", "cores_per_kfps": "cores per 1000 fps",
            "gpu_peak_mib": "torch peak MiB", "gpu_used_peak_mib": "device peak MiB", "wall_s": "seconds"}  # fmt: skip
 FORMATS = {"wall_s": ".2f", "cores_per_kfps": ".2f"}
-
-
-@dataclass
-class DecodeBenchResult:
-    """One row per (input, peer) with ``fps``, ``cpu_percent``, GPU MiB, ...; the inputs, the
-    machine, and per input the issue's targets checked on these numbers."""
-
-    rows: list[dict]
-    inputs: list[dict]
-    machine: dict
-    targets: dict = field(default_factory=dict)
-
-    def markdown(self) -> str:
-        return markdown_table(self.rows, COLUMNS, headers=HEADERS, formats=FORMATS)
-
-    def write(self, out_dir: str | Path, name: str = "bench_decode") -> dict[str, Path]:
-        """``name.md``/``.json``/``.png`` (frames/s per input and peer) in ``out_dir``."""
-        notes = [f"input {i['name']}: {i['describe']}" for i in self.inputs]
-        notes += [f"{k}: {v}" for k, v in self.machine.items()]
-        notes += [f"targets {k}: {v}" for k, v in self.targets.items()]
-        rows = [{**r, "label": f"{r['input']} {r['peer']}"} for r in self.rows]
-        return write_report(
-            out_dir, name, rows, title="Video decoding", label="label", value="fps", unit="frames/s",
-            columns=COLUMNS, headers=HEADERS, formats=FORMATS, notes=notes,
-            meta={"inputs": self.inputs, "machine": self.machine, "targets": self.targets},
-            highlight=[r["label"] for r in rows if r["peer"] in ("nvdec", "nvdec-ceiling")],
-        )  # fmt: skip
 
 
 @dataclass
@@ -109,7 +82,7 @@ def run_decode_bench(
     reference_frames: int | None = 1200,
     frames: int | None = None,
     work_dir: str | Path | None = None,
-) -> DecodeBenchResult:
+) -> VideoBenchResult:
     """Run the decode peers on each input in this process and return their numbers.
 
     Args:
@@ -171,7 +144,8 @@ def run_decode_bench(
             from vidpipe.decode.nvdec_pool import clear
 
             clear()  # the next input has its own sessions
-    return DecodeBenchResult(rows, in_rows, _machine(dev), all_targets)
+    return VideoBenchResult(rows, in_rows, _machine(dev), all_targets, title="Video decoding", columns=COLUMNS,
+                            headers=HEADERS, formats=FORMATS, highlight=("nvdec", "nvdec-ceiling"), name="bench_decode")  # fmt: skip
 
 
 # -- peers ---------------------------------------------------------------------------------

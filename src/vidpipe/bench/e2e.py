@@ -27,11 +27,11 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vidpipe.bench.report import markdown_table, write_report
+from vidpipe.bench.report import VideoBenchResult
 from vidpipe.bench.sysstats import measure
 
 logger = logging.getLogger(__name__)
@@ -42,31 +42,6 @@ COLUMNS = ["input", "peer", "fps", "cpu_percent", "gpu_peak_mib", "d2h_bytes_per
 HEADERS = {"fps": "frames/s", "cpu_percent": "CPU %", "gpu_peak_mib": "GPU peak MiB",
            "d2h_bytes_per_frame": "D2H B/frame", "wall_s": "seconds", "stages": "ms/frame by stage"}  # fmt: skip
 FORMATS = {"wall_s": ".2f", "d2h_bytes_per_frame": ".0f"}
-
-
-@dataclass
-class E2EBenchResult:
-    """One row per (input, peer); the inputs, the machine, and the issue's targets per input."""
-
-    rows: list[dict]
-    inputs: list[dict]
-    machine: dict
-    targets: dict = field(default_factory=dict)
-
-    def markdown(self) -> str:
-        return markdown_table(self.rows, COLUMNS, headers=HEADERS, formats=FORMATS)
-
-    def write(self, out_dir: str | Path, name: str = "bench_e2e") -> dict[str, Path]:
-        notes = [f"input {i['name']}: {i['describe']}" for i in self.inputs]
-        notes += [f"{k}: {v}" for k, v in self.machine.items()]
-        notes += [f"targets {k}: {v}" for k, v in self.targets.items()]
-        rows = [{**r, "label": f"{r['input']} {r['peer']}"} for r in self.rows]
-        return write_report(
-            out_dir, name, rows, title="End to end: video -> detections", label="label", value="fps",
-            unit="frames/s", columns=COLUMNS, headers=HEADERS, formats=FORMATS, notes=notes,
-            meta={"inputs": self.inputs, "machine": self.machine, "targets": self.targets},
-            highlight=[r["label"] for r in rows if r["peer"] in ("vidpipe-gpu", "nvdec-ceiling")],
-        )  # fmt: skip
 
 
 @dataclass
@@ -95,7 +70,7 @@ def run_e2e_bench(
     ceiling_sessions: int = 28,
     ceiling_frames: int | None = 1200,
     work_dir: str | Path | None = None,
-) -> E2EBenchResult:
+) -> VideoBenchResult:
     """Run the end-to-end peers on each input in this process; see the module docstring.
 
     ``ref_frames``: frames the CPU-decoding peers (baseline, opencv, vidpipe-pyav) process (the
@@ -138,7 +113,8 @@ def run_e2e_bench(
         all_targets[label] = targets([r for r in rows if r["input"] == label])
     machine = _machine(dev)
     machine["model"] = f"{detector.model.info.name} {detector.input_size[0]}x{detector.input_size[1]} {detector.dtype}"
-    return E2EBenchResult(rows, in_rows, machine, all_targets)
+    return VideoBenchResult(rows, in_rows, machine, all_targets, title="End to end: video -> detections",
+                            columns=COLUMNS, headers=HEADERS, formats=FORMATS, highlight=("vidpipe-gpu", "nvdec-ceiling"), name="bench_e2e")  # fmt: skip
 
 
 def _run_peer(name: str, ctx: _Ctx) -> dict:

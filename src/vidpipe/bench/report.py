@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["bar_chart_png", "format_value", "markdown_table", "write_json", "write_markdown", "write_report"]
+__all__ = ["VideoBenchResult", "bar_chart_png", "format_value", "markdown_table", "write_json", "write_markdown", "write_report"]
 
 
 def format_value(value: Any, spec: str | None = None) -> str:
@@ -188,3 +189,40 @@ def write_report(
         out / f"{name}.png", rows, label=label, value=value, title=title, unit=unit, highlight=highlight
     )
     return {"markdown": md, "json": js, "png": png}
+
+
+@dataclass
+class VideoBenchResult:
+    """A video benchmark's outcome: one row per (input, peer) with ``fps`` and friends, the inputs
+    (``name``, ``path``, ``describe``), the machine, and per input the issue's targets checked on
+    these numbers. ``title``/``columns``/``headers``/``formats`` shape the report; the peers in
+    ``highlight`` are outlined in the chart."""
+
+    rows: list[dict]
+    inputs: list[dict]
+    machine: dict
+    targets: dict = field(default_factory=dict)
+    title: str = "Video"
+    columns: Sequence[str] | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    formats: Mapping[str, str] = field(default_factory=dict)
+    highlight: tuple[str, ...] = ()
+    name: str = "bench"
+
+    def markdown(self) -> str:
+        return markdown_table(self.rows, self.columns, headers=self.headers, formats=self.formats)
+
+    def write(self, out_dir: str | Path, name: str | None = None) -> dict[str, Path]:
+        """``name.md``/``.json``/``.png`` (frames/s per input and peer) in ``out_dir``
+        (``name`` defaults to the benchmark's, e.g. ``bench_decode``)."""
+        name = name or self.name
+        notes = [f"input {i['name']}: {i['describe']}" for i in self.inputs]
+        notes += [f"{k}: {v}" for k, v in self.machine.items()]
+        notes += [f"targets {k}: {v}" for k, v in self.targets.items()]
+        rows = [{**r, "label": f"{r['input']} {r['peer']}"} for r in self.rows]
+        return write_report(
+            out_dir, name, rows, title=self.title, label="label", value="fps", unit="frames/s",
+            columns=self.columns, headers=self.headers, formats=self.formats, notes=notes,
+            meta={"inputs": self.inputs, "machine": self.machine, "targets": self.targets},
+            highlight=[r["label"] for r in rows if r["peer"] in self.highlight],
+        )  # fmt: skip
