@@ -192,3 +192,31 @@ def test_accel_option_is_validated():
     assert PipelineConfig().accel == "auto" and PipelineConfig(accel="none").accel == "none"
     with pytest.raises(ConfigError, match="accel"):
         PipelineConfig(accel="fast")
+
+
+def test_out_of_memory_backs_off_to_smaller_batches(make_clip, caplog):
+    """A model that runs out of memory above 2 frames still gives every frame, and says so."""
+    import torch
+
+    from vidpipe.models.base import Model
+    from vidpipe.models.detector import Detector
+    from vidpipe.models.zoo import load_model
+
+    class SmallMemory(Model):
+        def __init__(self, inner: Model) -> None:
+            self.inner, self.info, self.device, self.dtype = inner, inner.info, inner.device, inner.dtype
+            self.batches: list[int] = []
+
+        def forward(self, x):
+            self.batches.append(x.shape[0])
+            if x.shape[0] > 2:
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            return self.inner.forward(x)
+
+    clip = make_clip(**SMALL)
+    model = SmallMemory(load_model("yolov3-tiny", device="cpu"))
+    run = vidpipe.detect(clip.path, model=Detector(model), batch_size=4)
+    assert [r.index for r in run] == list(range(clip.frames))
+    assert max(b for b in model.batches if b <= 2) == 2 and 4 in model.batches
+    assert run.summary().stats["model_batch_limit"] == 2
+    assert "out of memory" in caplog.text

@@ -108,13 +108,11 @@ class _Chunk:
 
 @dataclass
 class _InFlight:
-    """A batch whose model is queued: its input, raw output and the event after the model (or,
-    after an out-of-memory back-off, its finished detections)."""
+    """A batch whose model is queued: its input, raw output and the event after the model."""
 
     inp: ModelInput
     raw: Any
     done: Any
-    dets: Any
 
 
 def _warm_preprocessing(device: Any, detector: "Detector") -> None:
@@ -184,6 +182,7 @@ class DetectionRun:
     ) -> None:
         self.detector = detector
         self._runner = detector  # what the consumer calls: the detector, or its CUDA-graph twin
+        self._forward = self._oom_guarded(detector)
         self._post_stream: Any = None  # CUDA stream of head + NMS + device->host copies
         self.config = config
         self.device: "torch.device" = detector.device
@@ -247,6 +246,7 @@ class DetectionRun:
         if self.device.type == "cuda":  # the clock starts warm: context, cuDNN, lazy init done
             t0 = time.perf_counter()
             self._runner = self._accelerated()
+            self._forward = self._oom_guarded(self._runner)
             self._runner.warmup(self.batch_size)
             _warm_preprocessing(self.device, self.detector)
             self.warmup_s = time.perf_counter() - t0
@@ -258,6 +258,14 @@ class DetectionRun:
             )
             self._threads.append(t)
             t.start()
+
+    @staticmethod
+    def _oom_guarded(detector: "Detector") -> Any:
+        """The model forward, run in smaller slices after an out-of-memory error (said once,
+        kept for the rest of the run: :class:`vidpipe.models.backends.OomBackoff`)."""
+        from vidpipe.models.backends.batching import OomBackoff
+
+        return OomBackoff(detector.forward, name=detector.model.info.name)
 
     def _accelerated(self) -> "Detector":
         """The detector with its model behind a CUDA graph at the run's batch size
@@ -353,16 +361,13 @@ class DetectionRun:
         inp = concat_inputs([c.inp for c in chunks])
         n = len(inp)
         timer = self.stats.time_gpu("model", n, cur) if cuda else self.stats.time("model", n)
-        try:
-            with timer:
-                raw = self._runner.forward(inp)
-        except torch.cuda.OutOfMemoryError:
-            return _InFlight(inp, None, None, self._detect_with_backoff(inp, torch))
+        with timer:
+            raw = self._forward(inp.tensor)
         done = None
         if cuda:
             done = torch.cuda.Event()
             done.record(cur)
-        return _InFlight(inp, raw, done, None)
+        return _InFlight(inp, raw, done)
 
     def _post_stream_for(self, torch: Any) -> Any:
         if self._post_stream is None:
@@ -372,9 +377,8 @@ class DetectionRun:
     def _finish(self, job: "_InFlight", torch: Any) -> Iterator[FrameResult]:
         """Head, NMS and box mapping of a launched batch (on the post stream), then results."""
         inp, n = job.inp, len(job.inp)
-        dets = job.dets
         with self.stats.time("postprocess", n):
-            if dets is None and job.done is not None:
+            if job.done is not None:
                 post = self._post_stream_for(torch)
                 post.wait_event(job.done)
                 for t in (*_tensors(job.raw), inp.tensor, inp.scale, inp.pad):
@@ -386,7 +390,7 @@ class DetectionRun:
                     cur.wait_stream(post)
                     for t in (dets.boxes, dets.scores, dets.class_ids, dets.frame):
                         t.record_stream(cur)
-            elif dets is None:
+            else:
                 dets = self._postprocess(job, torch)
         per_frame = dets.split(n)
         names = tuple(self.detector.names)
@@ -407,35 +411,6 @@ class DetectionRun:
                 )
                 dets = dets.cpu()
         return dets
-
-    def _detect_with_backoff(self, inp: ModelInput, torch: Any):
-        """Run the detector; on CUDA out-of-memory halve the batch and say so."""
-        try:
-            return self._runner(inp)
-        except torch.cuda.OutOfMemoryError:
-            if len(inp) == 1:
-                raise
-            torch.cuda.empty_cache()
-            half = max(1, len(inp) // 2)
-            logger.warning(
-                "CUDA out of memory at batch size %d; retrying in halves and using batch size %d from now on",
-                len(inp),
-                half,
-            )
-            self.batch_size = min(self.batch_size, half)
-            from vidpipe.types import Detections
-
-            outs = []
-            for lo in range(0, len(inp), half):
-                sub = ModelInput(
-                    tensor=inp.tensor[lo : lo + half],
-                    frames=inp.frames[lo : lo + half],
-                    scale=inp.scale[lo : lo + half],
-                    pad=inp.pad[lo : lo + half],
-                )
-                d = self._detect_with_backoff(sub, torch)
-                outs.append(Detections(d.boxes, d.scores, d.class_ids, d.frame + lo, d.track_ids))
-            return Detections(*(torch.cat([getattr(o, f) for o in outs]) for f in ("boxes", "scores", "class_ids", "frame")))
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -495,7 +470,12 @@ class DetectionRun:
         }
         seconds = self.seconds
         frames = self.stats.frames
-        stats = {**self.get_stats(), "batch_size": self.batch_size, "warmup_s": self.warmup_s}
+        stats = {
+            **self.get_stats(),
+            "batch_size": self.batch_size,
+            "model_batch_limit": self._forward.limit,  # set after an out-of-memory back-off
+            "warmup_s": self.warmup_s,
+        }
         return RunSummary(
             sources=tuple(sources),
             frames=frames,

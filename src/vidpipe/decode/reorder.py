@@ -189,31 +189,8 @@ class ReorderBuffer(Generic[T]):
         """The next ``(position, item)`` in order (``item`` is :data:`MISSING` for a skipped
         position), or ``None`` at the end. Raises the error given to :meth:`fail`, or
         ``TimeoutError`` after ``timeout`` seconds."""
-        with self._cond:
-            ok = self._cond.wait_for(
-                lambda: (
-                    self._error is not None
-                    or self._cancelled
-                    or self._next in self._items
-                    or (self._end is not None and self._next >= self._end)
-                ),
-                timeout,
-            )
-            if self._error is not None:
-                raise self._error
-            if self._cancelled:
-                return None
-            if not ok:
-                raise TimeoutError(f"position {self._next} not delivered after {timeout}s")
-            if self._next in self._items:
-                position = self._next
-                item = self._items.pop(position)
-                if item is MISSING:
-                    self.missing += 1
-                self._next += 1
-                self._wake_writers()
-                return position, item
-            return None
+        run = self.get_ready(1, timeout)
+        return None if run is None else run[0]
 
     def get_ready(self, limit: int, timeout: float | None = None) -> "list[tuple[int, Any]] | None":
         """The items ready in order from the consumer's position, at least one and at most

@@ -141,13 +141,13 @@ class Detector:
     def __call__(self, inp: ModelInput) -> Detections:
         return self.postprocess(self.forward(inp), inp)
 
-    def forward(self, inp: ModelInput) -> Any:
-        """Queue the model on ``inp`` and return its raw output (no host synchronisation): the
-        first half of :meth:`__call__`, so a caller can launch batch N+1 before post-processing
-        batch N."""
+    def forward(self, inp: "ModelInput | torch.Tensor") -> Any:
+        """Queue the model on ``inp`` (or its ``(B, 3, H, W)`` tensor) and return its raw output
+        (no host synchronisation): the first half of :meth:`__call__`, so a caller can launch
+        batch N+1 before post-processing batch N."""
         import torch
 
-        x = inp.tensor
+        x = inp.tensor if isinstance(inp, ModelInput) else inp
         if x.device != self.device:
             raise ModelError(f"ModelInput is on {x.device} but the model {self.model.info.name} runs on {self.device}")
         with torch.inference_mode():
