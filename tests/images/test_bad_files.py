@@ -66,3 +66,32 @@ def test_max_pixels_limit(max_pixels, tmp_path):
     if n == 0:
         (s,) = loader.skipped
         assert s.reason == "too_large" and "max_pixels=100" in s.detail
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["read-whole", "sniffed-first"])
+def test_reader_results_with_both_read_strategies(whole, tmp_path, monkeypatch):
+    """Files up to a size are read in one call and sniffed after; larger ones sniffed first:
+    both give the same bytes and the same skip reasons."""
+    import torch
+
+    from vidpipe.images import reader
+
+    if not whole:
+        monkeypatch.setattr(reader, "_READ_WHOLE_BYTES", 10)
+    good = encode(pattern(40, 50, seed=2))
+    files = {"ok.jpg": good, "text.jpg": b"hello, this is not an image" * 10, "empty.jpg": b"",
+             "tiny.jpg": b"\xff\xd8\xff", "cut.jpg": good[: len(good) // 2]}  # fmt: skip
+    for name, data in files.items():
+        write(tmp_path / name, data)
+    opts = reader.ReadOptions(gpu_jpeg=True, max_pixels=10**8)
+    got = {name: reader.read_image(0, str(tmp_path / name), opts) for name in files}
+    ok = got.pop("ok.jpg")
+    assert isinstance(ok, reader.Prepared) and ok.size == (40, 50)
+    assert ok.encoded.dtype == torch.uint8 and bytes(ok.encoded.numpy()) == good
+    reasons = {name: r.reason for name, r in got.items()}
+    assert reasons == {
+        "text.jpg": "not_image",
+        "empty.jpg": "empty",
+        "tiny.jpg": "corrupt",
+        "cut.jpg": "truncated",
+    }

@@ -95,3 +95,17 @@ def test_jpeg_sampling_factors_and_hardware_routing(subsampling, factors):
     assert odd.sampling[0] == (4, 1) and odd.gpu_friendly and not odd.hw_friendly
     assert not parse_jpeg_header(encode(pattern(30, 50), progressive=True)).hw_friendly
     assert parse_jpeg_header(encode(pattern(30, 50), mode="L")).hw_friendly
+
+
+def test_jpeg_header_from_a_memoryview_in_place():
+    import numpy as np
+
+    data = encode(pattern(40, 60, seed=4), orientation=6)
+    arr = np.frombuffer(bytearray(data + b"tail bytes after EOI"), dtype=np.uint8)
+    want = parse_jpeg_header(data)
+    assert parse_jpeg_header(memoryview(arr)) == want  # trailing data: the slow search path
+    assert parse_jpeg_header(memoryview(np.frombuffer(bytearray(data), dtype=np.uint8))) == want
+    assert parse_jpeg_header(memoryview(data).cast("B", (len(data),))) == want
+    with pytest.raises(ImageFormatError) as e:
+        parse_jpeg_header(memoryview(arr)[: len(data) - 40])
+    assert e.value.kind == "truncated"

@@ -61,7 +61,7 @@ def apply_orientation(img: torch.Tensor, orientation: int) -> torch.Tensor:
 
 
 def decode_cpu(
-    data: bytearray | bytes,
+    data: bytearray | bytes | memoryview,
     fmt: str,
     *,
     jpeg: JpegInfo | None = None,
@@ -86,7 +86,7 @@ def decode_cpu(
     return _decode_pil(data, fmt)
 
 
-def _decode_jpeg(data: bytearray | bytes, info: JpegInfo, target: tuple[int, int] | None) -> torch.Tensor:
+def _decode_jpeg(data: bytearray | bytes | memoryview, info: JpegInfo, target: tuple[int, int] | None) -> torch.Tensor:
     import torch
     from torchvision.io import ImageReadMode, decode_jpeg
 
@@ -94,7 +94,8 @@ def _decode_jpeg(data: bytearray | bytes, info: JpegInfo, target: tuple[int, int
         img = _decode_jpeg_draft(data, info, target)
         if img is not None:
             return img
-    buf = data if isinstance(data, bytearray) else bytearray(data)
+    writable = isinstance(data, bytearray) or (isinstance(data, memoryview) and not data.readonly)
+    buf = data if writable else bytearray(data)
     try:
         img = decode_jpeg(torch.frombuffer(buf, dtype=torch.uint8), mode=ImageReadMode.RGB)
     except RuntimeError as exc:
@@ -125,7 +126,7 @@ def _decode_jpeg_draft(data: bytearray | bytes, info: JpegInfo, target: tuple[in
         return None
 
 
-def _decode_pil(data: bytearray | bytes, fmt: str, *, orientation: int | None = None) -> torch.Tensor:
+def _decode_pil(data: bytearray | bytes | memoryview, fmt: str, *, orientation: int | None = None) -> torch.Tensor:
     from PIL import Image, ImageOps
 
     try:

@@ -148,12 +148,14 @@ _STANDALONE = frozenset({0x01, 0xD0, 0xD1, 0xD2, 0xD3, 0xD4, 0xD5, 0xD6, 0xD7, 0
 def parse_jpeg_header(data: bytes | bytearray | memoryview) -> JpegInfo:
     """Parse the markers of a JPEG file up to its first scan and check it is complete.
 
+    ``data`` is the whole file (any bytes-like object; a memoryview is read in place, not copied).
+
     Raises :class:`ImageFormatError` (``kind`` ``"truncated"`` or ``"corrupt"``) when the markers
     are malformed, the header ends early, or no end-of-image marker follows the scan data.
     """
-    if isinstance(data, memoryview):
-        data = bytes(data)
     mv = memoryview(data)
+    if mv.format != "B" or mv.ndim != 1:
+        mv = mv.cast("B") if mv.c_contiguous else memoryview(mv.tobytes())
     n = len(mv)
     if n < 4 or mv[0] != 0xFF or mv[1] != 0xD8:
         raise ImageFormatError("corrupt", "not a JPEG stream (no start-of-image marker)")
@@ -208,8 +210,9 @@ def parse_jpeg_header(data: bytes | bytearray | memoryview) -> JpegInfo:
         raise ImageFormatError("unsupported", f"JPEG frame header gives size {width}x{height}")
     if comps not in (1, 3, 4):
         raise ImageFormatError("unsupported", f"JPEG with {comps} colour components")
-    # A complete file has EOI after its scan data (trailing bytes after EOI are allowed).
-    if data.rfind(b"\xff\xd9", end) < 0:
+    # A complete file has EOI after its scan data (trailing bytes after EOI are allowed). Most
+    # files end with it; only the others are searched (a copy of what follows the header).
+    if not (n - end >= 2 and mv[n - 2] == 0xFF and mv[n - 1] == 0xD9) and mv[end:].tobytes().rfind(b"\xff\xd9") < 0:
         raise ImageFormatError("truncated", "no end-of-image marker: the file is truncated")
     return JpegInfo(width, height, comps, precision, process, orientation, adobe, factors)
 
