@@ -79,3 +79,16 @@ def test_large_mixed_batch_on_gpu(tmp_path):
         want = torch.from_numpy(reference(data)).permute(2, 0, 1)
         assert tuple(img.shape) == tuple(want.shape), p
         assert (img.cpu().float() - want.float()).abs().mean() < 4.0, p
+
+
+def test_gpu_decoders_are_built_once_per_device_and_reused():
+    from vidpipe.images.config import GPU_ROUTE_THREADS
+
+    paths = sorted(str(p) for p in PHOTOS.glob("*.jpg"))[:2]
+    a = vi.load(paths, device="cuda", decoder="nvjpeg")
+    b = vi.load(paths, device="cuda", decoder="nvjpeg")
+    assert a._gpu is b._gpu and a.cfg.num_threads <= GPU_ROUTE_THREADS
+    auto = vi.load(paths, device="cuda")
+    assert auto.decoder.split()[0] in ("nvjpeg-hw", "nvjpeg")  # the engines first, where the GPU has them
+    (batch,) = list(auto)
+    assert len(batch) == 2 and auto.stats.decoded_gpu == 2

@@ -4,7 +4,7 @@ Peers, all on the same files, one after another: PIL and OpenCV (if installed) w
 torchvision's batched nvJPEG, the hardware JPEG engines driven directly (vidpipe's
 ``nvjpeg-hw`` decoder), nvImageCodec and DALI's mixed decoder (if installed), and vidpipe's CPU
 and GPU paths (read + decode + letterbox into one batch; the GPU path with its default decoder
-and with the ``nvjpeg-hw`` decoder), plus the GPU-cached ``ImageDataset`` epoch. vidpipe's peers run with
+and with torchvision's ``nvjpeg`` decoder), plus the GPU-cached ``ImageDataset`` epoch. vidpipe's peers run with
 its own default thread counts unless ``threads`` is given. Each peer runs a warm-up, then ``repeat`` timed passes (best kept) under
 :class:`~vidpipe.bench.sysstats.measure`: images/s, CPU % (process CPU time / wall), GPU memory.
 """
@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 #: ``--generate`` presets: (width, height, JPEG quality).
 PRESETS = {"1080p-jpeg": (1920, 1080, 90), "720p-jpeg": (1280, 720, 90), "4k-jpeg": (3840, 2160, 90)}
 PEERS = ("pil", "opencv", "nvjpeg", "nvjpeg-hw", "nvimgcodec", "dali", "vidpipe-cpu", "vidpipe-gpu",
-         "vidpipe-gpu-nvjpeg-hw", "vidpipe-gpu-nvimgcodec", "vidpipe-cached")  # fmt: skip
+         "vidpipe-gpu-nvjpeg", "vidpipe-gpu-nvimgcodec", "vidpipe-cached")  # fmt: skip
 COLUMNS = [
     "peer",
     "output",
@@ -225,8 +225,8 @@ def _peer(name: str, ctx: _Ctx) -> tuple[str, str, Callable[[_Ctx, list[int]], i
                         _run_vidpipe_cpu, ()),
         "vidpipe-gpu": (f"vidpipe GPU (default decoder), {vt_gpu} threads", f"{box} FP16 batch, GPU (read+decode+resize)",
                         _run_vidpipe_gpu, ("cuda",)),
-        "vidpipe-gpu-nvjpeg-hw": (f"vidpipe GPU (nvjpeg-hw decoder), {vt_gpu} threads",
-                                  f"{box} FP16 batch, GPU (read+decode+resize)", _run_vidpipe_gpu_nvjpeg_hw, ("cuda",)),
+        "vidpipe-gpu-nvjpeg": (f"vidpipe GPU (torchvision nvjpeg decoder), {vt_gpu} threads",
+                               f"{box} FP16 batch, GPU (read+decode+resize)", _run_vidpipe_gpu_nvjpeg, ("cuda",)),
         "vidpipe-gpu-nvimgcodec": ("vidpipe GPU (nvImageCodec)", f"{box} FP16 batch, GPU (read+decode+resize)",
                                    _run_vidpipe_gpu_nvimgcodec, ("cuda", "nvidia.nvimgcodec")),
         "vidpipe-cached": ("vidpipe ImageDataset, cached epoch", f"{box} FP16 batch, GPU (from the GPU cache)",
@@ -368,8 +368,8 @@ def _run_vidpipe_gpu(ctx: _Ctx, idx: list[int]) -> int:
     return _run_vidpipe(ctx, idx, str(ctx.device), "fp16")
 
 
-def _run_vidpipe_gpu_nvjpeg_hw(ctx: _Ctx, idx: list[int]) -> int:
-    return _run_vidpipe(ctx, idx, str(ctx.device), "fp16", decoder="nvjpeg-hw")
+def _run_vidpipe_gpu_nvjpeg(ctx: _Ctx, idx: list[int]) -> int:
+    return _run_vidpipe(ctx, idx, str(ctx.device), "fp16", decoder="nvjpeg")
 
 
 def _run_vidpipe_gpu_nvimgcodec(ctx: _Ctx, idx: list[int]) -> int:
@@ -392,9 +392,11 @@ def _run_cached(ctx: _Ctx, idx: list[int]) -> int:
 
 def _vidpipe_threads(ctx: _Ctx, device_type: str) -> int:
     """The reader threads vidpipe uses for ``device_type`` with ``ctx``'s setting (for labels)."""
+    from vidpipe.images.config import GPU_ROUTE_THREADS
+
     if ctx.vidpipe_threads:
         return ctx.vidpipe_threads
-    return min(8 if device_type == "cuda" else 16, os.cpu_count() or 4)
+    return min(GPU_ROUTE_THREADS if device_type == "cuda" else 16, os.cpu_count() or 4)
 
 
 def _importable(module: str) -> bool:

@@ -47,13 +47,13 @@ def load(
             (native size: ``batch.data`` is then a tuple of ``(3, h_i, w_i)`` tensors).
         dtype: ``"fp16"`` | ``"fp32"`` | ``"bf16"`` (values in [0, 1]) | ``"uint8"`` (0..255) |
             ``"auto"`` (fp16 on CUDA, fp32 on the CPU), or the matching ``torch.dtype``.
-        decoder: JPEG decoder: ``"auto"`` (on CUDA torchvision's nvJPEG, else the hardware JPEG
-            engines directly, else CPU threads with a warning; CPU threads on the CPU),
-            ``"nvjpeg"`` (torchvision's nvJPEG), ``"nvjpeg-hw"`` (the A100/H100/H200 JPEG engines
-            driven directly; experimental, see :mod:`vidpipe.images.nvjpeg_hw`), ``"nvimgcodec"``
+        decoder: JPEG decoder: ``"auto"`` (on CUDA the hardware JPEG engines directly, else
+            torchvision's nvJPEG, else CPU threads with a warning; CPU threads on the CPU),
+            ``"nvjpeg-hw"`` (the A100/H100/H200 JPEG engines driven directly, see
+            :mod:`vidpipe.images.nvjpeg_hw`), ``"nvjpeg"`` (torchvision's nvJPEG), ``"nvimgcodec"``
             (NVIDIA nvImageCodec, when installed) or ``"cpu"``. Progressive, CMYK and 12-bit JPEGs and all other formats are always
             decoded on CPU threads.
-        num_threads: reader/CPU-decoder threads (default: CPU count, at most 16; at most 8 when
+        num_threads: reader/CPU-decoder threads (default: CPU count, at most 16; at most 4 when
             a GPU decodes the JPEGs).
         max_pixels: images with more pixels (from their header) are skipped as ``too_large``.
         recursive: search sub-folders of a folder input.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import logging
+import threading
 from typing import TYPE_CHECKING, Protocol
 
 from vidpipe.errors import BackendUnavailableError
@@ -127,16 +128,37 @@ def _nvjpeg_hw(device: torch.device):
 
 _DECODERS = {"nvjpeg-hw": _nvjpeg_hw, "nvjpeg": NvjpegDecoder, "nvimgcodec": NvImgCodecDecoder}
 #: GPU decoder names :func:`make_gpu_decoder` knows, in the order ``decoder="auto"`` tries them:
-#: torchvision's nvJPEG first (faster inside the loader, see :mod:`vidpipe.images.nvjpeg_hw`).
-GPU_DECODERS = ("nvjpeg", "nvjpeg-hw")
+#: the hardware JPEG engines driven directly first (faster, also inside the loader: see
+#: :mod:`vidpipe.images.nvjpeg_hw`), then torchvision's nvJPEG (GPUs without the engines).
+GPU_DECODERS = ("nvjpeg-hw", "nvjpeg")
+#: Decoders that hold no per-loader state, built and probed once per device and then reused.
+_REUSED = ("nvjpeg-hw", "nvjpeg")
+_PROBED: dict[tuple[str, str], GpuJpegDecoder] = {}
+_PROBED_LOCK = threading.Lock()
 
 
 def make_gpu_decoder(name: str, device: torch.device) -> GpuJpegDecoder:
     """Build and probe a GPU JPEG decoder on ``device`` (decodes a tiny JPEG once).
 
+    ``"nvjpeg-hw"`` and ``"nvjpeg"`` are built and probed once per device and process, then
+    reused: the probe is a tiny decode and a wait for it inside every ``load()`` (on one H200,
+    2,000 1080p photos through the hardware decoder: 0.58 s a pass with it, 0.47 s without, same
+    run). A failed probe is not remembered (tried again next time).
+
     Raises :class:`BackendUnavailableError` naming the reason when it cannot decode here
     (package missing, torchvision built without nvJPEG, driver problem, ...).
     """
+    key = (name, str(device))
+    if name in _REUSED:
+        with _PROBED_LOCK:
+            dec = _PROBED.get(key)
+            if dec is None:
+                dec = _PROBED[key] = _make_and_probe(name, device)
+            return dec
+    return _make_and_probe(name, device)
+
+
+def _make_and_probe(name: str, device: torch.device) -> GpuJpegDecoder:
     import torch
 
     from vidpipe.images.formats import parse_jpeg_header

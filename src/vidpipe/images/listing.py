@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -56,7 +57,11 @@ def list_images(inputs: ImageInputs, *, recursive: bool = True) -> list[str]:
 
 
 def _expand(path: str, *, recursive: bool, strict: bool) -> list[str]:
-    if os.path.isdir(path):
+    try:  # one stat per entry (a list of 200,000 files is 200,000 of them)
+        is_dir, exists = stat.S_ISDIR(os.stat(path).st_mode), True
+    except (OSError, ValueError):
+        is_dir = exists = False
+    if is_dir:
         files = _walk(path, recursive)
         if not files:
             raise SourceError(
@@ -65,7 +70,7 @@ def _expand(path: str, *, recursive: bool, strict: bool) -> list[str]:
             )
         logger.debug("%s: %d image files", path, len(files))
         return files
-    if os.path.exists(path):
+    if exists:
         return [path]
     if _GLOB_CHARS & set(path):
         matches = sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p) and has_image_extension(p))

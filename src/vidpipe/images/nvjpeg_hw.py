@@ -13,13 +13,14 @@ batch 64):
 
 - decode only, bytes in RAM (``vidpipe bench images``, same run): torchvision 4,419 img/s, this
   decoder 5,736 img/s (two states in turn, headers parsed beforehand);
-- inside the loader (read + decode + letterbox, 8 reader threads, same run): torchvision
-  3,938 img/s, this decoder 2,269 img/s, and ``nvjpegDecodeBatched`` now and then failed with
-  status 5 (allocator failure; those batches went to torchvision). That version created a new
-  decoder (handle, states, their buffers) for every ``load()`` - inside the timed pass, and
-  never freed - while the decode-only peer reused one: the likely cause of both, fixed since by
-  :func:`shared_decoder` but not re-measured on a GPU yet. Until it is, this decoder is opt-in
-  (``decoder="nvjpeg-hw"``), not the default;
+- inside the loader (read + decode + letterbox, same run, one process): this decoder 4,241 img/s
+  with 8 reader threads and 4,667 with 4, torchvision's 3,753 with 8 (an earlier version made
+  a decoder per ``load()``, inside the timed pass, and was slower than torchvision's there:
+  fixed by :func:`shared_decoder`). It is ``decoder="auto"``'s first choice;
+- the engines are the limit: torchvision's decoder on a second thread beside this one (both on
+  the engines) 5,496 img/s decode-only; nvJPEG's CUDA backend (``NVJPEG_BACKEND_GPU_HYBRID``,
+  Huffman decoding on the SMs, same batched call) 1,227 img/s alone and 942 beside the engines;
+  a third decode state 5,556. Each call waits about one batch's decode for its state;
 - an earlier version with several states called from several threads at once: +1% decode-only
   over one state, and failed batches on the loader's threads, so calls are serialised.
 
