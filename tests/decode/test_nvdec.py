@@ -19,11 +19,19 @@ from vidpipe.errors import UnsupportedError
 pytestmark = [pytest.mark.gpu, pytest.mark.nvdec]
 
 
-def nvdec(path, workers=3, batch_size=8, segment_frames=10, **options):
+@pytest.fixture(scope="module", autouse=True)
+def _stop_decoder_processes():
+    yield
+    from vidpipe.decode.procpool import close_pools
+
+    close_pools()
+
+
+def nvdec(path, workers=3, batch_size=8, segment_frames=10, processes=0, **options):
     from vidpipe.decode.nvdec import NvdecDecoder
 
     dec = NvdecDecoder(str(path), device="cuda", workers=workers, segment_frames=segment_frames,
-                       options=DecodeOptions(**options))  # fmt: skip
+                       options=DecodeOptions(**options), processes=processes)  # fmt: skip
     out = []
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):  # the decoder's stream contract: consume on the current stream
@@ -56,14 +64,14 @@ def luma(out):
     return rows
 
 
-@pytest.mark.parametrize("workers", [1, 3])
+@pytest.mark.parametrize("workers,processes", [(1, 0), (3, 0), (3, 2)], ids=["1", "3", "3-in-2-processes"])
 @pytest.mark.parametrize(
     "suffix,codec,pix_fmt",
     [(".mp4", "h264", "yuv420p"), (".mkv", "hevc", "yuv420p"), (".mkv", "hevc", "yuv420p10le")],
 )
-def test_bit_exact_with_ffmpeg(make_clip, workers, suffix, codec, pix_fmt):
+def test_bit_exact_with_ffmpeg(make_clip, workers, processes, suffix, codec, pix_fmt):
     clip = make_clip(suffix, codec=codec, pix_fmt=pix_fmt, frames=60, gop=10, bframes=2, width=320, height=192)
-    dec, out = nvdec(clip.path, workers=workers)
+    dec, out = nvdec(clip.path, workers=workers, processes=processes)
     ref = ffmpeg_luma(clip.path)
     got = luma(out)
     assert [i for i, _ in got] == list(range(60))
@@ -73,7 +81,8 @@ def test_bit_exact_with_ffmpeg(make_clip, workers, suffix, codec, pix_fmt):
     assert out[0][0].format == ("p010" if "10" in pix_fmt else "nv12")
     st = dec.stats()
     assert st["frames_missing"] == 0 and st["bytes_device_to_host"] == 0 and not dec.partial
-    assert st["workers"] == (1 if workers == 1 else 3)
+    assert st["workers"] == (1 if workers == 1 else 4 if processes else 3)  # 2 sessions in each process
+    assert st["processes"] == processes
 
 
 @pytest.mark.parametrize(
@@ -87,12 +96,14 @@ def test_selection_matches_pyav_numbering(make_clip, options):
     assert metas(out) == [(m.index, m.pts) for b in ref.batches(8) for m in b.frames]
 
 
-def test_segment_parallel_order_and_counts(make_clip):
-    """Many small segments over 8 sessions: every frame once, in order, batches full."""
+@pytest.mark.parametrize("processes", [0, 2])
+def test_segment_parallel_order_and_counts(make_clip, processes):
+    """Many small segments over 8 sessions (in this process or two decoder processes): every frame
+    once, in order, batches full."""
     clip = make_clip(".mp4", frames=300, gop=15, bframes=2, width=320, height=192)
     from vidpipe.ops.fused import nv12_to_rgb
 
-    dec, out = nvdec(clip.path, workers=8, batch_size=16, segment_frames=15)
+    dec, out = nvdec(clip.path, workers=8, batch_size=16, segment_frames=15, processes=processes)
     assert [len(b) for b, _ in out] == [16] * 18 + [12]
     assert [m.index for b, _ in out for m in b.frames] == list(range(300))
     stamps = []
@@ -160,17 +171,23 @@ def test_rotation_is_reported_not_applied(make_clip):
     assert dec.info.rotation in (0, 90, 270)  # PyAV 18 cannot read it; 19 does
 
 
-def test_memory_is_recycled(make_clip):
+@pytest.mark.parametrize("processes", [0, 2])
+def test_memory_is_recycled(make_clip, processes):
     from vidpipe.decode.nvdec import NvdecDecoder
 
     clip = make_clip(".mp4", frames=300, gop=10, width=320, height=192)
-    dec = NvdecDecoder(str(clip.path), device="cuda", workers=4, segment_frames=10, buffer_bytes=64 * 92160)
+    dec = NvdecDecoder(str(clip.path), device="cuda", workers=4, segment_frames=10, buffer_bytes=64 * 92160,
+                       processes=processes)  # fmt: skip
     before = torch.cuda.memory_allocated()
     alloc = []
     for b in dec.batches(8):
         alloc.append(torch.cuda.memory_allocated())
     st = dec.stats()
-    assert st["frames_delivered"] == 300
+    assert st["frames_delivered"] == 300 and st["processes"] == processes
+    if processes:  # a fixed ring of 64 frames shared with the decoder processes
+        assert st["buffer_peak_bytes"] == 64 * 92160
+        assert max(alloc) - before <= 64 * 92160
+        return
     assert st["buffer_allocations"] <= 64 // 8 + 4 and st["buffer_reuses"] > 20
     # no growth beyond the pool's buffers (the 64-frame window + the batches the consumer holds)
     assert max(alloc) - before <= (64 // 8 + 4) * 8 * 92160
@@ -181,7 +198,7 @@ def test_stopping_early_releases_the_sessions(make_clip):
 
     clip = make_clip(".mp4", frames=200, gop=10, width=320, height=192)
     before = threading.active_count()
-    it = NvdecDecoder(str(clip.path), device="cuda", workers=4, segment_frames=10).batches(8)
+    it = NvdecDecoder(str(clip.path), device="cuda", workers=4, segment_frames=10, processes=0).batches(8)
     assert [m.index for m in next(it).frames] == list(range(8))
     it.close()
     assert threading.active_count() == before

@@ -70,6 +70,9 @@ class DecodeOptions:
             allocation per batch (page faults cost more than decoding at 1080p).
         cpu_fallback: let a GPU backend re-decode a failing part of the stream on the CPU
             (``strict_gpu`` turns it off: the part is then missing and the result partial).
+        decoder_processes: NVDEC only: spread the decoder sessions over this many decoder
+            processes (each with its own GIL; frames stay on the GPU), ``0``: threads in this
+            process, ``None``: automatic (see :class:`~vidpipe.decode.nvdec.NvdecDecoder`).
     """
 
     frame_skip: int = 1
@@ -79,6 +82,7 @@ class DecodeOptions:
     stream_id: int = 0
     reuse_buffers: bool = False
     cpu_fallback: bool = True
+    decoder_processes: int | None = None
 
     def __post_init__(self) -> None:
         check_range("frame_skip", self.frame_skip, low=1, integer=True)
@@ -89,6 +93,8 @@ class DecodeOptions:
         if self.end is not None:
             check_range("end", self.end, low=0, low_inclusive=False)
         check_range("stream_id", self.stream_id, low=0, integer=True)
+        if self.decoder_processes is not None:
+            check_range("decoder_processes", self.decoder_processes, low=0, high=64, integer=True)
         if self.start is not None and self.end is not None and self.end <= self.start:
             raise ConfigError(f"invalid time range: end={self.end} must be after start={self.start}")
 

@@ -62,6 +62,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from vidpipe._validate import check_range
 from vidpipe.decode.base import DecodeOptions, StreamInfo
 from vidpipe.decode.nvdec_caps import (
     NVDEC_CODECS,
@@ -80,7 +81,7 @@ from vidpipe.errors import BackendUnavailableError, DecodeError, UnsupportedErro
 if TYPE_CHECKING:
     import torch
 
-    from vidpipe.decode.segments import Segment, StreamIndex
+    from vidpipe.decode.segments import DecodePlan, Segment, StreamIndex
     from vidpipe.types import FrameBatch, Packet
 
 __all__ = [
@@ -103,6 +104,11 @@ nvdec_module()
 SESSIONS_PER_ENGINE = 3
 #: the default frame window (``buffer_bytes``): this much GPU memory, at most 1/16 of the GPU's
 DEFAULT_BUFFER_BYTES = 4 << 30
+#: decoder processes (:mod:`vidpipe.decode.procpool`) the sessions are spread over by default
+DEFAULT_PROCESSES = 3
+#: ``processes=None`` starts the decoder processes (in the background, for the next decodes) when
+#: a file has at least this many frames to decode; a running pool is always used
+AUTO_START_FRAMES = 30_000
 _active = 0  # NVDEC decoders iterating right now (their default session counts share the engines)
 _active_lock = threading.Lock()
 #: codecs whose container header (extradata) is sent before a segment's first packet
@@ -288,12 +294,18 @@ class NvdecSession:
 
 
 def warm_sessions(
-    source: "StreamInfo | str | os.PathLike", device: "torch.device | str" = "cuda", count: int | None = None
+    source: "StreamInfo | str | os.PathLike",
+    device: "torch.device | str" = "cuda",
+    count: int | None = None,
+    *,
+    processes: int = 0,
 ) -> int:
     """Initialize ``count`` NVDEC sessions for ``source``'s kind of stream (default: the decoder's
     default number) and leave them in the pool, so the next :class:`NvdecDecoder` of such a
-    stream starts without the driver's serialized session creation (about 50 ms each). Returns
-    the number of idle sessions now pooled for it."""
+    stream starts without the driver's serialized session creation (about 50 ms each). With
+    ``processes``, also start that many decoder processes (:mod:`vidpipe.decode.procpool`, a few
+    seconds) and warm ``count`` sessions spread over them. Returns the number of idle sessions
+    now pooled for it in this process."""
     from vidpipe.decode.demux import ANNEXB_FILTERS, Demuxer
     from vidpipe.decode.nvdec_pool import POOL
     from vidpipe.decode.probe import probe
@@ -319,6 +331,15 @@ def warm_sessions(
         sessions.append(sess)
     for sess in sessions:
         sess.close()
+    if processes:
+        from vidpipe.decode.procpool import get_pool
+
+        pool = get_pool(dev, processes, start=True)
+        if pool is not None and pool.try_lock():
+            try:
+                pool.warm(info, -(-n // pool.size))
+            finally:
+                pool.unlock()
     return POOL.idle(key)
 
 
@@ -337,6 +358,14 @@ class NvdecDecoder(SegmentParallelDecoder):
         fallback: retry a failing segment on PyAV (CPU) instead of leaving its frames out.
         stream_id: written into every :class:`~vidpipe.types.FrameMeta`.
         index: a :class:`~vidpipe.decode.segments.StreamIndex` to reuse.
+        processes: spread the sessions over this many decoder processes
+            (:mod:`vidpipe.decode.procpool`: each has its own GIL, frames reach this process
+            through CUDA IPC with no copy); started on first use and kept. ``0``: threads in this
+            process. ``None`` (default): use the decoder processes when they are running
+            (:func:`warm_sessions` with ``processes``, or an earlier long file), start them in
+            the background for files of :data:`AUTO_START_FRAMES` frames or more, else threads.
+            Short plans (one segment) and streams without exact timestamps always use threads.
+            ``None`` also takes ``options.decoder_processes``.
 
     Raises:
         BackendUnavailableError: no CUDA / PyNvVideoCodec / NVDEC here.
@@ -345,6 +374,7 @@ class NvdecDecoder(SegmentParallelDecoder):
     """
 
     name = "nvdec"
+    process_kind = "nvdec"
 
     def __init__(
         self,
@@ -358,6 +388,7 @@ class NvdecDecoder(SegmentParallelDecoder):
         fallback: bool = True,
         stream_id: int = 0,
         index: "StreamIndex | None" = None,
+        processes: int | None = None,
     ) -> None:
         from vidpipe.decode.demux import ANNEXB_FILTERS
         from vidpipe.decode.probe import probe
@@ -391,6 +422,9 @@ class NvdecDecoder(SegmentParallelDecoder):
             )
 
         self.auto_workers = workers is None
+        if processes is None and options is not None:
+            processes = options.decoder_processes
+        self.processes = None if processes is None else check_range("processes", processes, low=0, integer=True)
         super().__init__(
             info,
             device=dev,
@@ -420,3 +454,30 @@ class NvdecDecoder(SegmentParallelDecoder):
         finally:
             with _active_lock:
                 _active -= 1
+
+    def _process_pool(self, plan: "DecodePlan") -> Any:
+        """The decoder processes for this plan (locked), or ``None`` for threads; see ``processes``."""
+        from vidpipe.decode.procpool import get_pool, start_in_background
+
+        n = self.processes
+        if n == 0 or self.workers < 2:
+            return None
+        if n is None:
+            pool = get_pool(self.device, None, start=False)
+            if pool is None:
+                if (plan.total or 0) >= AUTO_START_FRAMES:
+                    start_in_background(self.device, DEFAULT_PROCESSES)
+                return None
+        else:
+            pool = get_pool(self.device, n, start=True)
+        if pool is None or not pool.try_lock():
+            return None
+        try:
+            pool.warm(self.info, -(-self.workers // max(1, pool.size)))
+        except BaseException:
+            pool.unlock()
+            raise
+        return pool
+
+    def _process_spec(self) -> dict:
+        return {"device": str(self.device), "fallback": self.fallback_factory is not None}

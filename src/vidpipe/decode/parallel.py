@@ -83,9 +83,14 @@ class SegmentParallelDecoder(Decoder):
         buffer_bytes: memory budget of frames held ahead of the consumer.
         stream_id: written into every :class:`FrameMeta`.
         index: a scan to reuse (``None``: scanned on the first :meth:`batches`).
+
+    Subclasses that can run their sessions in decoder processes
+    (:mod:`vidpipe.decode.procrun`) override :meth:`_process_pool`.
     """
 
     name = "parallel"
+    #: what decoder processes build for this backend (:mod:`vidpipe.decode.procworker`)
+    process_kind: str | None = None
 
     def __init__(
         self,
@@ -141,6 +146,8 @@ class SegmentParallelDecoder(Decoder):
         self.bytes_host_to_device = 0
         self.bytes_device_to_host = 0  # decoded frames never go to the host on the GPU path
         self.workers_used = 0
+        self.processes_used = 0  # decoder processes of the last run (0: threads in this process)
+        self._ring_bytes = 0
         self.packet_reader = "none"  # how workers read packets: "file" (byte ranges) or "pyav"
         self._positions_before = 0  # inexact streams: positions are numbered from here
         self._errors: list[str] = []
@@ -153,6 +160,7 @@ class SegmentParallelDecoder(Decoder):
         return {
             "decoder": self.name,
             "workers": self.workers_used,
+            "processes": self.processes_used,
             "segments": len(plan.segments) if plan else 0,
             "packet_reader": self.packet_reader,
             "frames_decoded": self.frames_decoded,
@@ -163,7 +171,7 @@ class SegmentParallelDecoder(Decoder):
             "bytes_host_to_device": self.bytes_host_to_device,
             "bytes_device_to_host": self.bytes_device_to_host,
             "fallback_segments": len(self.fallbacks),
-            "buffer_peak_bytes": pool.peak_bytes if pool else 0,
+            "buffer_peak_bytes": pool.peak_bytes if pool else self._ring_bytes,
             "buffer_allocations": pool.allocations if pool else 0,
             "buffer_reuses": pool.reuses if pool else 0,
             "partial": self.partial,
@@ -245,8 +253,12 @@ class SegmentParallelDecoder(Decoder):
             self._errors.append(str(self.index.error))
         elif self.index is not None and (short := self._truncated(self.index)):
             self._errors.append(short)
-        shape, dtype, fmt = self._row()
         window = self._window(batch_size)
+        procs = self._process_pool(plan) if plan.exact and len(plan.segments) > 1 else None
+        if procs is not None:
+            yield from self._run_in_processes(procs, plan, batch_size, window)
+            return
+        shape, dtype, fmt = self._row()
         pin = self.buffer_device.type == "cpu" and self.device.type == "cuda"
         self._pool = BufferPool(self.buffer_device, pin_memory=pin, max_free=window // batch_size + 4)
         asm = BatchAssembler(
@@ -276,6 +288,30 @@ class SegmentParallelDecoder(Decoder):
         finally:
             asm.close()
             self.bytes_host_to_device += asm.bytes_h2d
+            self._finish_errors()
+
+    def _process_pool(self, plan: DecodePlan) -> Any:
+        """A locked :class:`~vidpipe.decode.procpool.DecoderProcessPool` to run this plan in, or
+        ``None`` to use threads here (the default; see :class:`~vidpipe.decode.nvdec.NvdecDecoder`)."""
+        return None
+
+    def _process_spec(self) -> dict:
+        """Backend settings the decoder processes need besides the plan."""
+        return {}
+
+    def _run_in_processes(self, pool: Any, plan: DecodePlan, batch_size: int, window: int) -> Iterator[FrameBatch]:
+        from vidpipe.decode.procrun import run_processes
+
+        self._pool = None
+        self.processes_used = pool.size
+        logger.info(
+            "%s: %s decoding %s frames in %d segments with %d session(s) in %d processes",
+            self.info.source, self.name, plan.total, len(plan.segments), self.workers, pool.size,
+        )  # fmt: skip
+        try:
+            yield from run_processes(self, plan, pool, self.process_kind, batch_size, window, self._process_spec())
+        finally:
+            pool.unlock()
             self._finish_errors()
 
     def _truncated(self, index: StreamIndex) -> str | None:
@@ -346,9 +382,12 @@ class PyAVParallelDecoder(SegmentParallelDecoder):
         workers: concurrent decoders (default: one per 4 CPU cores, at least 2).
         threads: FFmpeg threads per decoder (default: the cores divided among the workers).
         segment_frames, buffer_bytes, stream_id: as for :class:`SegmentParallelDecoder`.
+        processes: run the workers in this many decoder processes (0: threads here), batches
+            in CPU shared memory (:mod:`vidpipe.decode.procrun`).
     """
 
     name = "pyav-parallel"
+    process_kind = "pyav"
 
     def __init__(
         self,
@@ -361,6 +400,7 @@ class PyAVParallelDecoder(SegmentParallelDecoder):
         segment_frames: int | None = None,
         buffer_bytes: int = 1 << 30,
         stream_id: int = 0,
+        processes: int = 0,
     ) -> None:
         import torch
 
@@ -379,6 +419,9 @@ class PyAVParallelDecoder(SegmentParallelDecoder):
         def session(worker: int) -> PyAVSession:
             return PyAVSession(info, layout="rgb", extradata=extradata, threads=per)
 
+        self.processes = check_range("processes", processes, low=0, integer=True)
+        self.threads = per
+
         super().__init__(
             info,
             device=resolve_device(device),
@@ -391,3 +434,14 @@ class PyAVParallelDecoder(SegmentParallelDecoder):
             buffer_bytes=buffer_bytes,
             stream_id=stream_id,
         )
+
+    def _process_pool(self, plan: DecodePlan) -> Any:
+        if not self.processes or self.device.type != "cpu":
+            return None
+        from vidpipe.decode.procpool import get_pool
+
+        pool = get_pool(self.buffer_device, self.processes, start=True)
+        return pool if pool is not None and pool.try_lock() else None
+
+    def _process_spec(self) -> dict:
+        return {"threads": self.threads}

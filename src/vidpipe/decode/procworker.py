@@ -1,0 +1,293 @@
+"""A decoder process: runs segments of a parent's decode in its own interpreter (its own GIL).
+
+Started by :class:`~vidpipe.decode.procpool.DecoderProcessPool` as
+``python -m vidpipe.decode.procworker`` (a plain subprocess, so the user's ``__main__`` is never
+re-imported); it connects back to the parent and serves jobs until told to exit or the parent
+goes away. One job at a time:
+
+- the parent sends the ring of batch buffers once (``ring``: CUDA tensors shared through CUDA
+  IPC, or CPU shared memory), then a ``job`` (stream, plan, options, session count) and the
+  segments this process is to decode (``seg``), a few ahead, in stream order;
+- ``sessions`` threads here each take the next segment, decode it with the same code as the
+  in-process workers (:func:`~vidpipe.decode.workers.decode_segment`: file reads, fallback
+  session on failure, frames copied straight into their row of the shared ring), synchronize
+  their CUDA stream after a run of frames and report the run (``frames``: position, frame
+  number, seconds), then the segment's end (``seg``), which tells the parent to give out another;
+- a frame for position ``p`` is written only once the parent has freed the ring slot of
+  ``p``'s batch (``free``: batches before ``n`` are done), so a slow consumer holds the
+  decoders back instead of being overwritten;
+- at the end (or on ``stop``) it reports its counters (``done``).
+
+Messages are tuples ``(kind, job, ...)``; see :mod:`vidpipe.decode.procpool` for the parent side.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import sys
+import threading
+from typing import Any
+
+__all__ = ["main", "ChildJob"]
+
+logger = logging.getLogger(__name__)
+
+
+class ChildJob:
+    """One job in this process: the decoder object the shared segment code expects, the segment
+    queue, the ring gate and the outgoing messages."""
+
+    def __init__(self, spec: dict, ring: list[Any], send: Any) -> None:
+        self.spec = spec
+        self.id = spec["job"]
+        self.ring = ring
+        self.send = send
+        self.bs = spec["batch_size"]
+        self.slots = len(ring)
+        self.freed = 0  # batches before this one may be (re)written
+        self.cancelled = False
+        self.cond = threading.Condition()
+        self.segments: queue.Queue[int | None] = queue.Queue()
+        self.dec = _decoder(spec)
+
+    # --------------------------------------------------------------------------- the ring gate
+
+    def free(self, n: int) -> None:
+        with self.cond:
+            if n > self.freed:
+                self.freed = n
+                self.cond.notify_all()
+
+    def cancel(self) -> None:
+        with self.cond:
+            self.cancelled = True
+            self.cond.notify_all()
+        for _ in range(self.spec["sessions"]):
+            self.segments.put(None)
+
+    def writable(self, position: int) -> bool:
+        return position // self.bs < self.freed + self.slots
+
+    def reserve(self, position: int) -> None:
+        from vidpipe.decode.reorder import Cancelled
+
+        batch = position // self.bs
+        with self.cond:
+            while not self.cancelled and batch >= self.freed + self.slots:
+                self.cond.wait(1.0)
+            if self.cancelled:
+                raise Cancelled("the parent stopped the decode")
+
+    # ------------------------------------------------------------------------------- running
+
+    def run(self) -> None:
+        """Decode segments with ``sessions`` threads until the parent says there are no more."""
+        threads = [
+            threading.Thread(target=self._worker, args=(i,), name=f"vidpipe-pdec{i}", daemon=True)
+            for i in range(self.spec["sessions"])
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        d = self.dec
+        self.send(("done", self.id, {
+            "frames_decoded": d.frames_decoded, "frames_missing": d.frames_missing, "errors": list(d._errors),
+            "fallbacks": list(d.fallbacks), "packet_reader": d.packet_reader,
+        }))  # fmt: skip
+
+    def _worker(self, wid: int) -> None:
+        from vidpipe.decode.reorder import Cancelled
+        from vidpipe.decode.workers import Stop, _Shared, decode_segment, make_reader, new_session
+
+        dec, plan = self.dec, self.dec.plan
+        shared = _Shared(dec, plan)
+        sessions: list[Any] = [None]
+        failures = 0
+        reader = None
+        emit = _RemoteEmitter(self, wid)
+        try:
+            while True:
+                s = self.segments.get()
+                if s is None or self.cancelled:
+                    break
+                seg = plan.segments[s]
+                if reader is None:
+                    reader = make_reader(dec, plan, shared)
+                if sessions[0] is None:
+                    sessions[0] = new_session(dec, wid, failures)
+                try:
+                    failures += decode_segment(dec, seg, reader.steps(seg), sessions, wid, emit)
+                except Stop:
+                    pass
+                emit.flush()
+                self.send(("seg", self.id, s, *seg.positions))
+        except Cancelled:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent, which fails the run
+            logger.debug("decoder process worker failed", exc_info=True)
+            self.send(("fail", self.id, f"{type(exc).__name__}: {exc}"))
+            self.cancel()
+        finally:
+            for closeable in (sessions[0], reader):
+                try:
+                    if closeable is not None:
+                        closeable.close()
+                except Exception:  # noqa: BLE001
+                    logger.debug("close failed", exc_info=True)
+
+
+class _RemoteEmitter:
+    """Like the in-process emitter, but the records go to the parent: a run of frames of one batch
+    is copied into the ring on the session's stream, the stream is synchronized (so the parent
+    may read the rows as soon as it hears of them) and one ``frames`` message reports the run."""
+
+    __slots__ = ("job", "items", "batch", "stream")
+
+    def __init__(self, job: ChildJob, wid: int) -> None:
+        self.job = job
+        self.items: list[tuple[int, int, float | None]] = []
+        self.batch = -1
+        self.stream: Any = None
+
+    def __call__(self, pos: int, meta: Any, ref: Any, stream: Any) -> None:
+        job = self.job
+        batch, row = divmod(pos, job.bs)
+        if self.items and (batch != self.batch or stream is not self.stream or not job.writable(pos)):
+            self.flush()
+        job.reserve(pos)
+        ref.copy_into(job.ring[batch % job.slots][row])
+        self.items.append((pos, meta.index, meta.pts))
+        self.batch, self.stream = batch, stream
+
+    def flush(self) -> None:
+        if not self.items:
+            return
+        if self.stream is not None:
+            self.stream.synchronize()
+        items, self.items = self.items, []
+        self.job.send(("frames", self.job.id, items))
+
+
+def _decoder(spec: dict) -> Any:
+    """The decoder object whose settings and counters the segment code uses (not iterated)."""
+    kind = spec["kind"]
+    info = spec["info"]
+    plan = spec["plan"]
+    common = {"options": spec["options"], "stream_id": spec["stream_id"]}
+    if kind == "nvdec":
+        from vidpipe.decode.nvdec import NvdecDecoder
+
+        dec = NvdecDecoder(
+            info, device=spec["device"], workers=spec["sessions"], fallback=spec["fallback"], index=plan.index,
+            processes=0, **common,
+        )  # fmt: skip
+    elif kind == "pyav":
+        from vidpipe.decode.parallel import PyAVParallelDecoder
+
+        dec = PyAVParallelDecoder(info, device="cpu", workers=spec["sessions"], threads=spec.get("threads"), **common)
+    else:
+        raise ValueError(f"unknown decoder kind {kind!r}")
+    dec.plan = plan
+    dec._reset_counters()
+    return dec
+
+
+def _open_ring(msg: tuple) -> list[Any]:
+    from vidpipe.decode.procpool import open_slot
+
+    return [open_slot(h) for h in msg[2]]
+
+
+def serve(conn: Any) -> None:
+    """Serve the parent on ``conn`` until ``exit`` or the parent goes away."""
+    send_lock = threading.Lock()
+
+    def send(msg: tuple) -> None:
+        with send_lock:
+            conn.send(msg)
+
+    rings: dict[int, list[Any]] = {}
+    job: ChildJob | None = None
+    runner: threading.Thread | None = None
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            break
+        kind = msg[0]
+        if kind == "exit":
+            break
+        if kind == "ring":
+            rings[msg[1]] = _open_ring(msg)
+        elif kind == "slot":  # one slot of a ring replaced (the parent's caller kept a batch)
+            from vidpipe.decode.procpool import open_slot
+
+            rings[msg[1]][msg[2]] = open_slot(msg[3])
+        elif kind == "drop":
+            rings.pop(msg[1], None)
+        elif kind == "warm":
+            _warm(msg, send)
+        elif kind == "job":
+            spec = msg[1]
+            try:
+                job = ChildJob(spec, rings[spec["ring"]], send)
+            except BaseException as exc:  # noqa: BLE001 - the parent fails the run with this
+                send(("fail", spec["job"], f"{type(exc).__name__}: {exc}"))
+                send(("done", spec["job"], {}))
+                job = None
+                continue
+            runner = threading.Thread(target=job.run, name="vidpipe-pjob", daemon=True)
+            runner.start()
+        elif job is not None and msg[1] == job.id:
+            if kind == "seg":
+                if msg[2] is None:
+                    for _ in range(job.spec["sessions"]):
+                        job.segments.put(None)
+                else:
+                    job.segments.put(msg[2])
+            elif kind == "free":
+                job.free(msg[2])
+            elif kind == "stop":
+                job.cancel()
+    if job is not None:
+        job.cancel()
+    if runner is not None:
+        runner.join(timeout=10)
+
+
+def _warm(msg: tuple, send: Any) -> None:
+    """Create and pool ``count`` NVDEC sessions for a kind of stream (before the clock starts)."""
+    _, info, device, count = msg
+    try:
+        from vidpipe.decode.nvdec import warm_sessions
+
+        n = warm_sessions(info, device, count=count, processes=0)
+        send(("warmed", n, None))
+    except BaseException as exc:  # noqa: BLE001
+        send(("warmed", 0, f"{type(exc).__name__}: {exc}"))
+
+
+def main() -> int:
+    """Entry point of ``python -m vidpipe.decode.procworker`` (address and key from the environment)."""
+    from multiprocessing.connection import Client
+
+    import torch.multiprocessing  # noqa: F401 - registers the CUDA tensor pickling (IPC handles)
+
+    level = os.environ.get("VIDPIPE_PROC_LOG", "WARNING")
+    logging.basicConfig(level=level, format="vidpipe decoder process %(process)d: %(levelname)s %(message)s")
+    address = os.environ["VIDPIPE_PROC_ADDRESS"]
+    key = bytes.fromhex(os.environ["VIDPIPE_PROC_KEY"])
+    conn = Client(address, family="AF_UNIX", authkey=key)
+    conn.send(("hello", os.getpid()))
+    try:
+        serve(conn)
+    finally:
+        conn.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Decoder processes (vidpipe.decode.procpool / procrun / procworker) on the CPU.
+
+The same orchestration runs NVDEC sessions with a CUDA IPC ring on the GPU
+(tests/decode/test_nvdec.py); here real child processes decode with PyAV into CPU shared
+memory, and everything is compared with the single-process PyAV backend: same frames, numbers,
+timestamps and pixels, with a ring much smaller than the file (so children wait for the
+consumer), stopping early, a caller that keeps every batch, damaged input and a child that dies.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+import torch
+from media import corrupt_middle
+
+from vidpipe.decode.base import DecodeOptions
+from vidpipe.decode.parallel import PyAVParallelDecoder
+from vidpipe.decode.procpool import close_pools, get_pool
+from vidpipe.decode.pyav import PyAVDecoder
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_children():
+    yield
+    close_pools()
+
+
+def reference(path, options=None):
+    dec = PyAVDecoder(str(path), options=options or DecodeOptions())
+    return [(m.index, m.pts, b.data[i].clone()) for b in dec.batches(8) for i, m in enumerate(b.frames)]
+
+
+def frames(dec, batch_size=8):
+    return [(m.index, m.pts, b.data[i].clone()) for b in dec.batches(batch_size) for i, m in enumerate(b.frames)]
+
+
+def same(a, b):
+    return len(a) == len(b) and all(
+        x[0] == y[0] and x[1] == pytest.approx(y[1], abs=1e-9) and torch.equal(x[2], y[2]) for x, y in zip(a, b)
+    )
+
+
+def in_processes(path, *, options=None, buffer_bytes=1 << 30, **kwargs):
+    return PyAVParallelDecoder(
+        str(path), options=options, workers=4, segment_frames=10, processes=2, buffer_bytes=buffer_bytes, **kwargs
+    )
+
+
+@pytest.mark.parametrize(
+    "options",
+    [DecodeOptions(), DecodeOptions(frame_skip=3), DecodeOptions(start=1.0, end=2.5, frame_skip=2, max_frames=9)],
+    ids=["all", "skip3", "range-skip-max"],
+)
+@pytest.mark.parametrize("batch_size", [8, 5])
+def test_processes_match_the_pyav_backend(make_clip, options, batch_size):
+    clip = make_clip(".mp4", frames=100, gop=10, bframes=2, width=160, height=96)
+    # a ring of 3 batches for a 100-frame file: children wait for the consumer all the time
+    dec = in_processes(clip.path, options=options, buffer_bytes=1)
+    got = frames(dec, batch_size)
+    assert same(got, reference(clip.path, options))
+    st = dec.stats()
+    assert st["processes"] == 2 and st["workers"] == 4 and st["frames_missing"] == 0 and not st["partial"]
+
+
+def test_other_containers(make_clip):
+    clip = make_clip(".mkv", codec="hevc", frames=60, gop=10, width=160, height=96)
+    assert same(frames(in_processes(clip.path)), reference(clip.path))
+
+
+def test_a_kept_batch_is_never_overwritten(make_clip):
+    clip = make_clip(".mp4", frames=100, gop=10, bframes=2, width=160, height=96)
+    dec = in_processes(clip.path, buffer_bytes=1)  # 3 ring slots, 13 batches: slots are reused
+    kept = list(dec.batches(8))  # every batch kept, none copied
+    got = [(m.index, m.pts, b.data[i]) for b in kept for i, m in enumerate(b.frames)]
+    assert same(got, reference(clip.path))
+    again = frames(dec)  # the next run gets fresh slots for the ones still held
+    assert same(again, reference(clip.path))
+    assert same([(m.index, m.pts, b.data[i]) for b in kept for i, m in enumerate(b.frames)], reference(clip.path))
+
+
+def test_stopping_early_then_decoding_again(make_clip):
+    clip = make_clip(".mp4", frames=100, gop=10, bframes=2, width=160, height=96)
+    dec = in_processes(clip.path, buffer_bytes=1)
+    it = dec.batches(8)
+    first = next(it)
+    assert len(first) == 8
+    it.close()  # children stop their job; the ring is quiet before the next run
+    assert same(frames(dec), reference(clip.path))
+
+
+def test_damaged_file_keeps_what_decodes(make_clip, tmp_path):
+    clip = make_clip(".mp4", frames=60, gop=10, width=160, height=96)
+    bad = corrupt_middle(clip.path, dst=tmp_path / "bad.mp4")
+    threads = frames(PyAVParallelDecoder(str(bad), workers=4, segment_frames=10))
+    got = frames(in_processes(bad))
+    assert same(got, threads)
+
+
+def test_a_child_that_dies_costs_only_its_segments(make_clip):
+    clip = make_clip(".mp4", frames=100, gop=10, bframes=2, width=160, height=96)
+    ref = {r[0]: r for r in reference(clip.path)}
+    dec = in_processes(clip.path, buffer_bytes=1)
+    pool = get_pool(torch.device("cpu"), 2, start=True)
+    got = []
+    for n, batch in enumerate(dec.batches(8)):
+        if n == 2:
+            os.kill(pool.procs[0].pid, signal.SIGKILL)
+        got.extend((m.index, m.pts, batch.data[i].clone()) for i, m in enumerate(batch.frames))
+    assert 16 <= len(got) < 100  # the run ended (no hang) with the other child's frames
+    assert all(torch.equal(g[2], ref[g[0]][2]) for g in got)
+    assert dec.partial and "exited" in str(dec.error)
+    # the broken pool is replaced on the next use
+    assert same(frames(in_processes(clip.path)), reference(clip.path))
