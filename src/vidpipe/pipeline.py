@@ -64,6 +64,8 @@ class PipelineConfig:
             the decoder threads contend for the GIL, and every kernel launch costs a GIL
             hand-over: one graph launch instead of one per layer (on an H200 with NVDEC decoding,
             YOLOv3-tiny at batch 32: 3,050 -> 3,730 frames/s end to end). ``"none"``: eager.
+        decoder_processes: NVDEC sessions in this many decoder processes (``0``: threads here;
+            ``None``: automatic, see :class:`~vidpipe.decode.nvdec.NvdecDecoder`).
     """
 
     decoder: str = "auto"
@@ -78,6 +80,7 @@ class PipelineConfig:
     results_on_host: bool = False
     letterbox: str = "square"
     accel: str = "auto"
+    decoder_processes: int | None = None
 
     def __post_init__(self) -> None:
         check_choice("decoder", self.decoder, DECODER_NAMES)
@@ -86,6 +89,8 @@ class PipelineConfig:
         check_range("batch_size", self.batch_size, low=1, high=4096, integer=True)
         check_range("max_open_sources", self.max_open_sources, low=1, high=256, integer=True)
         check_range("queue_depth", self.queue_depth, low=1, high=1024, integer=True)
+        if self.decoder_processes is not None:
+            check_range("decoder_processes", self.decoder_processes, low=0, high=64, integer=True)
         self.decode_options()  # validates frame_skip, max_frames, start, end
 
     def decode_options(self, stream_id: int = 0) -> DecodeOptions:
@@ -96,6 +101,7 @@ class PipelineConfig:
             end=self.end,
             stream_id=stream_id,
             reuse_buffers=True,  # each batch is preprocessed before the next is requested
+            decoder_processes=self.decoder_processes,
         )
 
 

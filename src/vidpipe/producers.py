@@ -123,6 +123,9 @@ def _video_chunks(
         state.decoder_reason = dec.choice.reason
         state.expected_frames = _expected_frames(dec.info, config)
         yield from _drive(dec.batches(config.batch_size), to_input, device=device, stop=stop, stats=stats)
+        procs = getattr(dec, "processes_used", 0)
+        if procs:
+            state.decoder_reason = f"{state.decoder_reason}; sessions in {procs} decoder processes"
         if dec.error is not None:
             state.status = "partial"
             state.error = str(dec.error)

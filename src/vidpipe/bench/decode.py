@@ -31,6 +31,7 @@ import itertools
 import logging
 import os
 import platform
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -45,7 +46,8 @@ __all__ = ["run_decode_bench", "nvdec_ceiling", "targets", "PEERS"]
 
 logger = logging.getLogger(__name__)
 
-PEERS = ("pyav-rgb24", "pyav", "pyav-parallel", "opencv", "nvdec-1", "nvdec", "nvdec-decode", "nvdec-ceiling", "dali")
+PEERS = ("pyav-rgb24", "pyav", "pyav-parallel", "opencv", "nvdec-1", "nvdec", "nvdec-threads", "nvdec-decode",
+         "nvdec-ceiling", "dali")  # fmt: skip
 COLUMNS = ["input", "peer", "output", "fps", "cpu_percent", "cores_per_kfps", "gpu_peak_mib", "gpu_used_peak_mib",
            "frames", "wall_s", "sessions", "note"]  # fmt: skip
 HEADERS = {"fps": "frames/s", "cpu_percent": "CPU %", "cores_per_kfps": "cores per 1000 fps",
@@ -157,6 +159,7 @@ _OUTPUT = {
     "opencv": "BGR uint8 (CPU)",
     "nvdec-1": "letterboxed FP16 (GPU)",
     "nvdec": "letterboxed FP16 (GPU)",
+    "nvdec-threads": "letterboxed FP16 (GPU)",
     "nvdec-decode": "NV12 (GPU)",
     "nvdec-ceiling": "decoder surfaces (GPU)",
     "dali": "RGB uint8 (GPU)",
@@ -267,14 +270,16 @@ def _opencv(ctx: _Ctx) -> tuple[int, dict]:
     return n, {"sessions": 1}
 
 
-def _nvdec(ctx: _Ctx, *, workers: int | None, preprocess: bool, reference: bool = False) -> tuple[int, dict]:
+def _nvdec(
+    ctx: _Ctx, *, workers: int | None, preprocess: bool, reference: bool = False, processes: int | None = None
+) -> tuple[int, dict]:
     import torch
 
     from vidpipe.decode.nvdec import NvdecDecoder
     from vidpipe.ops.preprocess import preprocess as prep
 
     options = _options(ctx) if reference else None
-    dec = NvdecDecoder(ctx.info, device=ctx.device, workers=workers, options=options)
+    dec = NvdecDecoder(ctx.info, device=ctx.device, workers=workers, options=options, processes=processes)
     stream = torch.cuda.Stream(ctx.device)
     n, samples, out = 0, [], None
     with torch.cuda.stream(stream):  # the consumer stream of the decoder's contract
@@ -290,7 +295,8 @@ def _nvdec(ctx: _Ctx, *, workers: int | None, preprocess: bool, reference: bool 
         ctx.memory = {"gpu_alloc_early_mib": round(samples[len(samples) // 5] / 2**20, 1),
                       "gpu_alloc_end_mib": round(samples[-1] / 2**20, 1),
                       "buffer_peak_mib": round(st["buffer_peak_bytes"] / 2**20, 1)}  # fmt: skip
-    extra = {"sessions": st["workers"], "segments": st["segments"], "bytes_device_to_host": st["bytes_device_to_host"]}
+    extra = {"sessions": st["workers"], "processes": st["processes"], "segments": st["segments"],
+             "bytes_device_to_host": st["bytes_device_to_host"]}  # fmt: skip
     if dec.error is not None:
         extra["note"] = f"partial: {dec.error}"[:300]
     return n, extra
@@ -376,6 +382,7 @@ _RUNNERS: dict[str, Callable[[_Ctx], tuple[int, dict]]] = {
     "opencv": _opencv,
     "nvdec-1": lambda c: _nvdec(c, workers=1, preprocess=True, reference=True),
     "nvdec": lambda c: _nvdec(c, workers=c.workers, preprocess=True),
+    "nvdec-threads": lambda c: _nvdec(c, workers=c.workers, preprocess=True, processes=0),
     "nvdec-decode": lambda c: _nvdec(c, workers=c.workers, preprocess=False),
     "nvdec-ceiling": _ceiling,
     "dali": _dali,
@@ -396,16 +403,19 @@ def _warm_up(ctx: _Ctx, peers: Sequence[str]) -> None:
     import torch
 
     from vidpipe.decode.base import DecodeOptions
-    from vidpipe.decode.nvdec import NvdecDecoder, default_workers, warm_sessions
+    from vidpipe.decode.nvdec import DEFAULT_PROCESSES, NvdecDecoder, default_workers, warm_sessions
     from vidpipe.ops.preprocess import preprocess
 
-    warm_sessions(ctx.info, ctx.device, count=ctx.workers or default_workers(ctx.device, ctx.info.codec))
-    dec = NvdecDecoder(ctx.info, device=ctx.device, workers=ctx.workers, options=DecodeOptions(max_frames=WARMUP_FRAMES))
-    stream = torch.cuda.Stream(ctx.device)
-    with torch.cuda.stream(stream):
-        for batch in dec.batches(ctx.batch_size):
-            preprocess(batch, size=ctx.size, dtype=torch.float16, device=ctx.device)
-    torch.cuda.synchronize(ctx.device)
+    count = ctx.workers or default_workers(ctx.device, ctx.info.codec)
+    warm_sessions(ctx.info, ctx.device, count=count, processes=DEFAULT_PROCESSES)
+    for processes in (None, 0):  # the decoder processes' and this process's sessions and buffers
+        dec = NvdecDecoder(ctx.info, device=ctx.device, workers=ctx.workers, processes=processes,
+                           options=DecodeOptions(max_frames=WARMUP_FRAMES))  # fmt: skip
+        stream = torch.cuda.Stream(ctx.device)
+        with torch.cuda.stream(stream):
+            for batch in dec.batches(ctx.batch_size):
+                preprocess(batch, size=ctx.size, dtype=torch.float16, device=ctx.device)
+        torch.cuda.synchronize(ctx.device)
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -426,6 +436,9 @@ def _machine(dev: Any) -> dict:
             info["nvdec_engines"] = num_engines(dev.index or 0)
         except Exception:  # noqa: BLE001
             pass
+        procpool = sys.modules.get("vidpipe.decode.procpool")
+        if procpool is not None and procpool.describe():
+            info["decoder_processes"] = procpool.describe()
     for mod in ("cv2", "nvidia.dali"):
         try:
             info[mod] = getattr(__import__(mod, fromlist=["_"]), "__version__", "?")

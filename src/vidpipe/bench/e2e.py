@@ -36,7 +36,8 @@ from vidpipe.bench.sysstats import measure
 
 logger = logging.getLogger(__name__)
 
-PEERS = ("baseline", "opencv", "vidpipe-pyav", "vidpipe-cpu", "vidpipe-gpu", "nvdec-ceiling", "model-only")
+PEERS = ("baseline", "opencv", "vidpipe-pyav", "vidpipe-cpu", "vidpipe-gpu", "vidpipe-gpu-threads", "nvdec-ceiling",
+         "model-only")  # fmt: skip
 COLUMNS = ["input", "peer", "fps", "cpu_percent", "gpu_peak_mib", "d2h_bytes_per_frame", "frames", "wall_s",
            "stages", "detections", "note"]  # fmt: skip
 HEADERS = {"fps": "frames/s", "cpu_percent": "CPU %", "gpu_peak_mib": "GPU peak MiB",
@@ -144,7 +145,7 @@ def _run_peer(name: str, ctx: _Ctx) -> dict:
 
 
 def _unavailable(name: str, ctx: _Ctx) -> str | None:
-    gpu_only = {"baseline", "opencv", "vidpipe-pyav", "vidpipe-gpu", "nvdec-ceiling", "model-only"}
+    gpu_only = {"baseline", "opencv", "vidpipe-pyav", "vidpipe-gpu", "vidpipe-gpu-threads", "nvdec-ceiling", "model-only"}
     if name in gpu_only and ctx.device.type != "cuda":
         return "needs a CUDA device"
     if name == "opencv":
@@ -152,7 +153,7 @@ def _unavailable(name: str, ctx: _Ctx) -> str | None:
             import cv2  # noqa: F401
         except Exception as exc:  # noqa: BLE001
             return f"OpenCV not importable ({type(exc).__name__})"
-    if name in ("vidpipe-gpu", "nvdec-ceiling"):
+    if name in ("vidpipe-gpu", "vidpipe-gpu-threads", "nvdec-ceiling"):
         from vidpipe.decode.nvdec import check
         from vidpipe.decode.probe import probe
 
@@ -285,18 +286,23 @@ def _opencv(ctx: _Ctx) -> tuple[int, dict]:
     return _hand_written(ctx, frames, _cpu_letterbox(ctx.detector.input_size))
 
 
-def _vidpipe(ctx: _Ctx, *, decoder: str, device: Any, max_frames: int | None = None) -> tuple[int, dict]:
+def _vidpipe(
+    ctx: _Ctx, *, decoder: str, device: Any, max_frames: int | None = None, processes: int | None = None
+) -> tuple[int, dict]:
     import vidpipe
     from vidpipe.api import build_detector
 
     det = ctx.detector if device == ctx.device else build_detector(ctx.detector.model.info.name, device=str(device))
     run = vidpipe.detect(ctx.path, model=det, decoder=decoder, batch_size=ctx.batch_size,
-                         max_frames=max_frames, results_on_host=True)  # fmt: skip
+                         max_frames=max_frames, results_on_host=True, decoder_processes=processes)  # fmt: skip
     n = sum(1 for _ in run)
     s = run.summary()
     stats = run.get_stats()
     src = s.sources[0]
     note = f"decoder {src.decoder}" + (f"; {src.status}: {src.error}" if src.status != "ok" else "")
+    procs = stats.get("decoder_processes")
+    if procs:
+        note += f" in {procs} decoder processes"
     return n, {"wall_s": s.seconds, "detections": s.detections, "d2h_bytes_per_frame": stats["d2h_bytes_per_frame"],
                "stages": _stages_text(stats), "note": note}  # fmt: skip
 
@@ -331,6 +337,7 @@ _RUNNERS: dict[str, Callable[[_Ctx], tuple[int, dict]]] = {
     "vidpipe-pyav": lambda c: _vidpipe(c, decoder="pyav", device=c.device, max_frames=c.ref_frames),
     "vidpipe-cpu": lambda c: _vidpipe(c, decoder="pyav", device=_cpu(), max_frames=c.cpu_frames),
     "vidpipe-gpu": lambda c: _vidpipe(c, decoder="nvdec", device=c.device),
+    "vidpipe-gpu-threads": lambda c: _vidpipe(c, decoder="nvdec", device=c.device, processes=0),
     "nvdec-ceiling": _ceiling,
     "model-only": _model_only,
 }
@@ -358,10 +365,10 @@ def _warm_up(ctx: _Ctx) -> None:
 
     for decoder, frames in (("pyav", 2 * ctx.batch_size), ("nvdec", WARMUP_FRAMES)):
         try:
-            if decoder == "nvdec":
-                from vidpipe.decode.nvdec import warm_sessions
+            if decoder == "nvdec":  # sessions, and the decoder processes with theirs
+                from vidpipe.decode.nvdec import DEFAULT_PROCESSES, warm_sessions
 
-                warm_sessions(ctx.path, ctx.device)
+                warm_sessions(ctx.path, ctx.device, processes=DEFAULT_PROCESSES)
             for _ in vidpipe.detect(ctx.path, model=ctx.detector, decoder=decoder, max_frames=frames,
                                     batch_size=ctx.batch_size):  # fmt: skip
                 pass

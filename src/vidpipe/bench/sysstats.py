@@ -6,7 +6,8 @@
         work()
     m.usage.wall_s, m.usage.cpu_percent, m.usage.gpu_peak_mib, m.usage.gpu_used_peak_mib
 
-``cpu_percent`` is process CPU time over wall time, so 1600 means 16 cores busy. GPU memory is
+``cpu_percent`` is process CPU time over wall time, so 1600 means 16 cores busy; it includes
+vidpipe's decoder processes (:mod:`vidpipe.decode.procpool`) while they run. GPU memory is
 measured two ways: ``gpu_peak_mib`` is PyTorch's own peak allocation (invisible to it: memory of
 DALI, nvImageCodec, nvJPEG's internal buffers); ``gpu_used_peak_mib`` samples the device's used
 memory (``cudaMemGetInfo``) on a background thread and reports its peak above the level at entry,
@@ -15,6 +16,7 @@ which counts every library in the process (and any other process on that GPU).
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -77,7 +79,7 @@ class measure:  # a context manager that reads like a function
                     self._thread = threading.Thread(target=self._sample, name="vidpipe-memsample", daemon=True)
                     self._thread.start()
         self._t0 = time.perf_counter()
-        self._c0 = time.process_time()
+        self._c0 = _cpu_seconds()
         return self
 
     def __exit__(self, *exc) -> bool:
@@ -87,7 +89,7 @@ class measure:  # a context manager that reads like a function
 
             torch.cuda.synchronize(self.device)
         wall = time.perf_counter() - self._t0
-        cpu = time.process_time() - self._c0
+        cpu = _cpu_seconds() - self._c0
         if self._cuda:
             self._stop.set()
             if self._thread is not None:
@@ -110,3 +112,12 @@ class measure:  # a context manager that reads like a function
                 self._peak_used = max(self._peak_used, self._used())
             except RuntimeError:  # the context went away at shutdown
                 return
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its running decoder processes."""
+    cpu = time.process_time()
+    procpool = sys.modules.get("vidpipe.decode.procpool")  # only if this process ever used one
+    if procpool is not None:
+        cpu += procpool.children_cpu_seconds()
+    return cpu
