@@ -324,8 +324,7 @@ class DecoderProcessPool:
 
 def get_pool(device: "torch.device", processes: int | None, *, start: bool) -> DecoderProcessPool | None:
     """The pool of ``device`` with ``processes`` live children (``None``: any running pool): the
-    running one, or (``start``) a new one; ``None`` when none runs (or one is starting) and
-    ``start`` is false. A broken pool (a child died) is closed and, with ``start``, replaced."""
+    running one, or (``start``) a new one; ``None`` when none runs and ``start`` is false. A broken pool (a child died) is closed and, with ``start``, replaced."""
     name = str(device)
     with _pools_lock:
         pool = _pools.get(name)
@@ -343,7 +342,6 @@ def get_pool(device: "torch.device", processes: int | None, *, start: bool) -> D
         return pool
 
 
-_starting: set[str] = set()
 _exit_registered = False
 
 
@@ -352,28 +350,6 @@ def _register_exit() -> None:
     if not _exit_registered:
         atexit.register(close_pools)
         _exit_registered = True
-
-
-def start_in_background(device: "torch.device", processes: int) -> None:
-    """Start the pool of ``device`` on a thread (decodes meanwhile use threads); once running,
-    :func:`get_pool` returns it. A failure to start is logged, and not retried."""
-    name = str(device)
-    with _pools_lock:
-        if name in _pools or name in _starting:
-            return
-        _starting.add(name)
-
-    def start() -> None:
-        try:
-            pool = DecoderProcessPool(name, processes)
-        except Exception as exc:  # noqa: BLE001 - decoding goes on with threads
-            logger.warning("decoder processes could not start (%s); decoding with threads", exc)
-            return
-        with _pools_lock:
-            _register_exit()
-            _pools[name] = pool
-
-    threading.Thread(target=start, name="vidpipe-pstart", daemon=True).start()
 
 
 def children_cpu_seconds() -> float:
