@@ -114,3 +114,17 @@ def test_a_child_that_dies_costs_only_its_segments(make_clip):
     assert dec.partial and "exited" in str(dec.error)
     # the broken pool is replaced on the next use
     assert same(frames(in_processes(clip.path)), reference(clip.path))
+
+
+def test_when_every_child_dies_the_run_ends_partial(make_clip):
+    clip = make_clip(".mp4", frames=100, gop=10, bframes=2, width=160, height=96)
+    dec = in_processes(clip.path, buffer_bytes=1)
+    pool = get_pool(torch.device("cpu"), 2, start=True)
+    got = 0
+    for n, batch in enumerate(dec.batches(8)):
+        if n == 1:
+            for p in pool.procs:
+                os.kill(p.pid, signal.SIGKILL)
+        got += len(batch)
+    assert 8 <= got < 100
+    assert dec.partial and dec.frames_missing == 100 - got

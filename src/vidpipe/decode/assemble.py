@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from vidpipe.decode.sessions import FrameRef
     from vidpipe.ops.pool import Buffer, BufferPool
 
-__all__ = ["BatchAssembler", "Written"]
+__all__ = ["BatchAssembler", "RowBatcher", "Written"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,37 @@ class _Slot:
         self.waited: set[int] = set()  # writers whose stream already waited for the last reader
 
 
-class BatchAssembler:
+class RowBatcher:
+    """The consumer's side of assembly: records taken in position order (``_batch``, ``_items``),
+    a batch made by ``_emit`` whenever its last row or the next batch's first record arrives."""
+
+    batch_size: int
+    _batch: int | None
+    _items: list
+
+    def add(self, position: int, item: Any) -> FrameBatch | None:
+        """Take the record of ``position`` (in order); a complete batch comes back."""
+        batch, row = divmod(position, self.batch_size)
+        out = None
+        if self._batch is not None and batch != self._batch:
+            out = self._emit()
+        self._batch = batch
+        if item is not MISSING:
+            self._items.append((row, item))
+        if row == self.batch_size - 1:
+            done = self._emit()
+            out = done if out is None else out  # (a skipped-over batch cannot also complete here)
+        return out
+
+    def flush(self) -> FrameBatch | None:
+        """The last, partly filled batch (``None`` if empty)."""
+        return self._emit()
+
+    def _emit(self) -> FrameBatch | None:
+        raise NotImplementedError
+
+
+class BatchAssembler(RowBatcher):
     """Batch buffers indexed by output position.
 
     Args:
@@ -129,23 +159,6 @@ class BatchAssembler:
 
     # ------------------------------------------------------------------------------ consumer
 
-    def add(self, position: int, item: Any) -> FrameBatch | None:
-        """Take the record of ``position`` (in order); a complete batch comes back."""
-        batch, row = divmod(position, self.batch_size)
-        out = None
-        if self._batch is not None and batch != self._batch:
-            out = self._emit()
-        self._batch = batch
-        if item is not MISSING:
-            self._items.append((row, item))
-        if row == self.batch_size - 1:
-            done = self._emit()
-            out = done if out is None else out  # (a skipped-over batch cannot also complete here)
-        return out
-
-    def flush(self) -> FrameBatch | None:
-        """The last, partly filled batch (``None`` if empty)."""
-        return self._emit()
 
     def _emit(self) -> FrameBatch | None:
         import torch

@@ -28,8 +28,9 @@ from collections.abc import Iterator
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
 
-from vidpipe.decode.assemble import Written
-from vidpipe.decode.reorder import MISSING, ReorderBuffer
+from vidpipe.decode.assemble import RowBatcher, Written
+from vidpipe.decode.reorder import ReorderBuffer
+from vidpipe.errors import DecodeError
 from vidpipe.types import FrameBatch, FrameMeta
 
 if TYPE_CHECKING:
@@ -150,7 +151,7 @@ def run_processes(
                         dispatch.give(i)
                     elif kind_ == "fail":
                         state["fail"] = msg[2]
-                        reorder.fail(RuntimeError(f"decoder process {i} failed: {msg[2]}"))
+                        reorder.fail(DecodeError(f"{info.source}: decoder process {i} failed: {msg[2]}"))
                     elif kind_ == "done":
                         counters.append(msg[2])
                         state["done"].add(i)
@@ -158,6 +159,8 @@ def run_processes(
             logger.debug("decoder process receiver failed", exc_info=True)
             reorder.fail(exc)
         finally:
+            # every child is done or gone: what has not come will not (e.g. all children died)
+            reorder.skip(0, plan.total)
             finished.set()
 
     receiver = threading.Thread(target=receive, name="vidpipe-precv", daemon=True)
@@ -209,7 +212,7 @@ def run_processes(
         dec._ring_bytes = ring.nbytes
 
 
-class _RingBatches:
+class _RingBatches(RowBatcher):
     """The consumer side of the ring: records in position order -> batches (views of their slot),
     and which batches the caller is done with.
 
@@ -223,7 +226,7 @@ class _RingBatches:
         from vidpipe.ops.pool import _use_count
 
         self.ring = ring
-        self.bs = batch_size
+        self.batch_size = batch_size
         self.fmt = fmt
         self.color = color
         self._batch: int | None = None
@@ -235,22 +238,6 @@ class _RingBatches:
         ring.base_counts = self._base  # the ring's own references per slot, measured when fresh
         for slot in range(ring.slots):  # a batch of an earlier run the caller still holds
             self._release(slot)
-
-    def add(self, position: int, item: Any) -> FrameBatch | None:
-        batch, row = divmod(position, self.bs)
-        out = None
-        if self._batch is not None and batch != self._batch:
-            out = self._emit()
-        self._batch = batch
-        if item is not MISSING:
-            self._items.append((row, item))
-        if row == self.bs - 1:
-            done = self._emit()
-            out = done if out is None else out
-        return out
-
-    def flush(self) -> FrameBatch | None:
-        return self._emit()
 
     def _emit(self) -> FrameBatch | None:
         import torch
