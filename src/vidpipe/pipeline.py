@@ -89,9 +89,7 @@ class PipelineConfig:
         check_range("batch_size", self.batch_size, low=1, high=4096, integer=True)
         check_range("max_open_sources", self.max_open_sources, low=1, high=256, integer=True)
         check_range("queue_depth", self.queue_depth, low=1, high=1024, integer=True)
-        if self.decoder_processes is not None:
-            check_range("decoder_processes", self.decoder_processes, low=0, high=64, integer=True)
-        self.decode_options()  # validates frame_skip, max_frames, start, end
+        self.decode_options()  # validates frame_skip, max_frames, start, end, decoder_processes
 
     def decode_options(self, stream_id: int = 0) -> DecodeOptions:
         return DecodeOptions(

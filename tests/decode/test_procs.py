@@ -128,3 +128,28 @@ def test_when_every_child_dies_the_run_ends_partial(make_clip):
         got += len(batch)
     assert 8 <= got < 100
     assert dec.partial and dec.frames_missing == 100 - got
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5, "2", True, 65])
+def test_invalid_process_counts_are_refused(make_clip, bad):
+    from vidpipe.errors import ConfigError
+
+    clip = make_clip(".mp4", frames=20, gop=10, width=160, height=96)
+    with pytest.raises(ConfigError, match="processes"):
+        PyAVParallelDecoder(str(clip.path), processes=bad)
+    with pytest.raises(ConfigError, match="decoder_processes"):
+        DecodeOptions(decoder_processes=bad)
+
+
+def test_children_that_cannot_start_are_a_clear_error(make_clip, monkeypatch):
+    import sys
+
+    from vidpipe.errors import DecodeError
+
+    clip = make_clip(".mp4", frames=40, gop=10, width=160, height=96)
+    close_pools()
+    monkeypatch.setattr(sys, "executable", "/bin/false")  # every child exits at once
+    with pytest.raises(DecodeError, match="decoder process exited while starting"):
+        frames(in_processes(clip.path))
+    monkeypatch.undo()
+    assert same(frames(in_processes(clip.path)), reference(clip.path))  # a later run starts them

@@ -52,6 +52,10 @@ class StreamInfo:
     extra: dict = field(default_factory=dict, compare=False)
 
 
+#: the most decoder processes one decode may ask for (:mod:`vidpipe.decode.procpool`)
+MAX_DECODER_PROCESSES = 64
+
+
 @dataclass(frozen=True)
 class DecodeOptions:
     """Which frames to deliver. Frames outside the selection are never converted or kept.
@@ -94,7 +98,7 @@ class DecodeOptions:
             check_range("end", self.end, low=0, low_inclusive=False)
         check_range("stream_id", self.stream_id, low=0, integer=True)
         if self.decoder_processes is not None:
-            check_range("decoder_processes", self.decoder_processes, low=0, high=64, integer=True)
+            check_range("decoder_processes", self.decoder_processes, low=0, high=MAX_DECODER_PROCESSES, integer=True)
         if self.start is not None and self.end is not None and self.end <= self.start:
             raise ConfigError(f"invalid time range: end={self.end} must be after start={self.start}")
 

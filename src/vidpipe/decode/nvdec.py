@@ -63,7 +63,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from vidpipe._validate import check_range
-from vidpipe.decode.base import DecodeOptions, StreamInfo
+from vidpipe.decode.base import MAX_DECODER_PROCESSES, DecodeOptions, StreamInfo
 from vidpipe.decode.nvdec_caps import (
     NVDEC_CODECS,
     canonical_codec,
@@ -428,7 +428,7 @@ class NvdecDecoder(SegmentParallelDecoder):
         self.auto_workers = workers is None
         if processes is None and options is not None:
             processes = options.decoder_processes
-        self.processes = None if processes is None else check_range("processes", processes, low=0, integer=True)
+        self.processes = None if processes is None else check_range("processes", processes, low=0, high=MAX_DECODER_PROCESSES, integer=True)
         super().__init__(
             info,
             device=dev,

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from vidpipe._validate import check_range
 from vidpipe.decode.assemble import BatchAssembler
-from vidpipe.decode.base import DecodeOptions, Decoder, StreamInfo
+from vidpipe.decode.base import MAX_DECODER_PROCESSES, DecodeOptions, Decoder, StreamInfo
 from vidpipe.decode.segments import (
     DecodePlan,
     Segment,
@@ -419,7 +419,7 @@ class PyAVParallelDecoder(SegmentParallelDecoder):
         def session(worker: int) -> PyAVSession:
             return PyAVSession(info, layout="rgb", extradata=extradata, threads=per)
 
-        self.processes = check_range("processes", processes, low=0, integer=True)
+        self.processes = check_range("processes", processes, low=0, high=MAX_DECODER_PROCESSES, integer=True)
         self.threads = per
 
         super().__init__(

@@ -30,6 +30,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from vidpipe.errors import DecodeError
+from vidpipe.ops.pool import _use_count
 
 if TYPE_CHECKING:
     import torch
@@ -87,7 +88,6 @@ class Ring:
     """``slots`` batch buffers ``(B, *row)`` shared with every child; batch ``b`` lives in slot
     ``b % slots``."""
 
-    base_counts: list | None = None  # storage use counts of the fresh slots (see procrun)
 
     def __init__(self, pool: "DecoderProcessPool", ident: int, shape: tuple[int, ...], dtype: "torch.dtype",
                  slots: int, device: "torch.device") -> None:  # fmt: skip
@@ -102,6 +102,7 @@ class Ring:
             t, path = self._alloc()
             self.tensors.append(t)
             self._files.append(path)
+        self._base = [_use_count(t) for t in self.tensors]  # the ring's own references to each slot
         pool.broadcast(("ring", ident, [share_slot(t, p) for t, p in zip(self.tensors, self._files)]))
 
     def _alloc(self) -> tuple["torch.Tensor", str | None]:
@@ -129,11 +130,17 @@ class Ring:
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.tensors)
 
-    def replace(self, i: int) -> None:
-        """Give slot ``i`` a new buffer (the caller kept a batch that lives in the old one)."""
+    def renew_if_kept(self, i: int) -> None:
+        """Give slot ``i`` a new buffer when something outside the ring still references the old
+        one (the caller kept a batch, or a view of it): the kept one leaves the ring, as a pool
+        buffer would. Undecidable without PyTorch's storage use count: then nothing is renewed."""
+        n, base = _use_count(self.tensors[i]), self._base[i]
+        if n is None or base is None or n <= base:
+            return
         t, path = self._alloc()
         self.tensors[i], old = t, self._files[i]
         self._files[i] = path
+        self._base[i] = _use_count(t)
         self.pool.broadcast(("slot", self.id, i, share_slot(t, path)))
         _unlink(old)  # the caller's tensor keeps its mapping
 

@@ -223,8 +223,6 @@ class _RingBatches(RowBatcher):
     """
 
     def __init__(self, ring: "Ring", batch_size: int, fmt: str, color: Any) -> None:
-        from vidpipe.ops.pool import _use_count
-
         self.ring = ring
         self.batch_size = batch_size
         self.fmt = fmt
@@ -233,11 +231,8 @@ class _RingBatches(RowBatcher):
         self._items: list[tuple[int, Written]] = []
         self._yielded: int | None = None  # batch handed out and not yet recycled
         self._reading: deque[tuple[int, Any]] = deque()  # (batch, event of the caller's reads)
-        self._count = _use_count
-        self._base = list(getattr(ring, "base_counts", None) or [_use_count(t) for t in ring.tensors])
-        ring.base_counts = self._base  # the ring's own references per slot, measured when fresh
         for slot in range(ring.slots):  # a batch of an earlier run the caller still holds
-            self._release(slot)
+            ring.renew_if_kept(slot)
 
     def _emit(self) -> FrameBatch | None:
         import torch
@@ -268,19 +263,12 @@ class _RingBatches(RowBatcher):
         self._reading.append((self._yielded, event))
         self._yielded = None
 
-    def _release(self, batch: int) -> None:
-        slot = batch % self.ring.slots
-        n, base = self._count(self.ring.tensors[slot]), self._base[slot]
-        if n is not None and base is not None and n > base:
-            self.ring.replace(slot)
-            self._base[slot] = self._count(self.ring.tensors[slot])
-
     def freed(self, consumed: int) -> int:
         """Batches before the returned one may be rewritten (``consumed``: the first batch the
         consumer has not fully taken)."""
         reading = self._reading
         while len(reading) > 1 and (reading[0][1] is None or reading[0][1].query()):
-            self._release(reading.popleft()[0])
+            self.ring.renew_if_kept(reading.popleft()[0] % self.ring.slots)
         low = consumed
         if self._yielded is not None:
             low = min(low, self._yielded)
@@ -295,7 +283,7 @@ class _RingBatches(RowBatcher):
             batch, ev = reading.popleft()
             if ev is not None:
                 ev.synchronize()
-            self._release(batch)
+            self.ring.renew_if_kept(batch % self.ring.slots)
 
     def drain(self) -> None:
         """At the end: wait for every read (batches still held are found at the next run's start)."""

@@ -37,14 +37,19 @@ logger = logging.getLogger(__name__)
 
 class ChildJob:
     """One job in this process: the decoder object the shared segment code expects, the segment
-    queue, the ring gate and the outgoing messages."""
+    queue, the ring gate and the outgoing messages.
+
+    It plays both parts the in-process emitter (:class:`~vidpipe.decode.workers.Emitter`) talks
+    to: the reorder buffer (``writable``, ``reserve``, ``put_many``: here a ``frames`` message to
+    the parent) and the batch assembler (``write`` into the shared ring, ``seal``: synchronize
+    the session's stream, so the rows are complete before the parent hears of them)."""
 
     def __init__(self, spec: dict, ring: list[Any], send: Any) -> None:
         self.spec = spec
         self.id = spec["job"]
         self.ring = ring
         self.send = send
-        self.bs = spec["batch_size"]
+        self.batch_size = spec["batch_size"]
         self.slots = len(ring)
         self.freed = 0  # batches before this one may be (re)written
         self.cancelled = False
@@ -68,17 +73,30 @@ class ChildJob:
             self.segments.put(None)
 
     def writable(self, position: int) -> bool:
-        return position // self.bs < self.freed + self.slots
+        return position // self.batch_size < self.freed + self.slots
 
     def reserve(self, position: int) -> None:
         from vidpipe.decode.reorder import Cancelled
 
-        batch = position // self.bs
+        batch = position // self.batch_size
         with self.cond:
             while not self.cancelled and batch >= self.freed + self.slots:
                 self.cond.wait(1.0)
             if self.cancelled:
                 raise Cancelled("the parent stopped the decode")
+
+    def put_many(self, records: list) -> None:
+        self.send(("frames", self.id, [(p, w.meta.index, w.meta.pts) for p, w in records]))
+
+    # ----------------------------------------------------------------------- the ring writer
+
+    def write(self, position: int, ref: Any, *, writer: int, stream: Any) -> None:
+        batch, row = divmod(position, self.batch_size)
+        ref.copy_into(self.ring[batch % self.slots][row])
+
+    def seal(self, stream: Any) -> None:
+        if stream is not None:
+            stream.synchronize()
 
     # ------------------------------------------------------------------------------- running
 
@@ -100,14 +118,14 @@ class ChildJob:
 
     def _worker(self, wid: int) -> None:
         from vidpipe.decode.reorder import Cancelled
-        from vidpipe.decode.workers import Stop, _Shared, decode_segment, make_reader, new_session
+        from vidpipe.decode.workers import Emitter, SharedIndex, Stop, decode_segment, make_reader, new_session
 
         dec, plan = self.dec, self.dec.plan
-        shared = _Shared(dec, plan)
+        shared = SharedIndex(dec, plan)
         sessions: list[Any] = [None]
         failures = 0
         reader = None
-        emit = _RemoteEmitter(self, wid)
+        emit = Emitter(self, self, wid)
         try:
             while True:
                 s = self.segments.get()
@@ -137,38 +155,6 @@ class ChildJob:
                         closeable.close()
                 except Exception:  # noqa: BLE001
                     logger.debug("close failed", exc_info=True)
-
-
-class _RemoteEmitter:
-    """Like the in-process emitter, but the records go to the parent: a run of frames of one batch
-    is copied into the ring on the session's stream, the stream is synchronized (so the parent
-    may read the rows as soon as it hears of them) and one ``frames`` message reports the run."""
-
-    __slots__ = ("job", "items", "batch", "stream")
-
-    def __init__(self, job: ChildJob, wid: int) -> None:
-        self.job = job
-        self.items: list[tuple[int, int, float | None]] = []
-        self.batch = -1
-        self.stream: Any = None
-
-    def __call__(self, pos: int, meta: Any, ref: Any, stream: Any) -> None:
-        job = self.job
-        batch, row = divmod(pos, job.bs)
-        if self.items and (batch != self.batch or stream is not self.stream or not job.writable(pos)):
-            self.flush()
-        job.reserve(pos)
-        ref.copy_into(job.ring[batch % job.slots][row])
-        self.items.append((pos, meta.index, meta.pts))
-        self.batch, self.stream = batch, stream
-
-    def flush(self) -> None:
-        if not self.items:
-            return
-        if self.stream is not None:
-            self.stream.synchronize()
-        items, self.items = self.items, []
-        self.job.send(("frames", self.job.id, items))
 
 
 def _decoder(spec: dict) -> Any:

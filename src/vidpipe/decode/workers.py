@@ -40,7 +40,9 @@ if TYPE_CHECKING:
     from vidpipe.decode.sessions import FrameRef
     from vidpipe.types import FrameBatch, FrameMeta
 
-__all__ = ["run_workers", "decode_segment", "new_session", "make_reader", "MAX_FAILURES", "Stop"]
+__all__ = [
+    "run_workers", "decode_segment", "new_session", "make_reader", "Emitter", "SharedIndex", "MAX_FAILURES", "Stop",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -198,11 +200,15 @@ def on_stream(stream: Any) -> Any:
     return torch.cuda.stream(stream)
 
 
-class _Emitter:
+class Emitter:
     """A worker's hand-over of decoded frames: reserve the position, copy the frame into its
     row, and pass the records to the consumer a run at a time (one event per run). A run ends
     at a batch boundary, a change of CUDA stream (fallback session), before waiting for the
-    consumer, and at the end of each segment (:meth:`flush`)."""
+    consumer, and at the end of each segment (:meth:`flush`).
+
+    ``reorder`` and ``asm`` are a :class:`ReorderBuffer` and a :class:`BatchAssembler` here; a
+    decoder process passes its :class:`~vidpipe.decode.procworker.ChildJob`, which does the
+    same through a shared ring and messages to the parent."""
 
     __slots__ = ("reorder", "asm", "writer", "batch_size", "items", "batch", "stream", "last")
 
@@ -236,7 +242,7 @@ class _Emitter:
         self.last = max(self.last, records[-1][0])
 
 
-class _Shared:
+class SharedIndex:
     """What the workers' readers share: built once per run, on first use."""
 
     def __init__(self, dec: "SegmentParallelDecoder", plan: "DecodePlan") -> None:
@@ -263,11 +269,11 @@ class _Shared:
 FILE_READS = True
 
 
-def make_reader(dec: "SegmentParallelDecoder", plan: "DecodePlan", shared: _Shared | None = None) -> Any:
+def make_reader(dec: "SegmentParallelDecoder", plan: "DecodePlan", shared: SharedIndex | None = None) -> Any:
     """A worker's packet reader: a :class:`~vidpipe.decode.fileread.FileReader` when the plan is
     exact and the scan verified the packets' byte ranges (and, for Annex-B, the codec header
     converts), else a :class:`~vidpipe.decode.routing.DemuxReader`."""
-    shared = shared or _Shared(dec, plan)
+    shared = shared or SharedIndex(dec, plan)
     index = plan.index
     if FILE_READS and plan.exact and index.byte_ranges:
         from vidpipe.decode.annexb import AnnexB
@@ -288,7 +294,7 @@ def make_reader(dec: "SegmentParallelDecoder", plan: "DecodePlan", shared: _Shar
     return _demux_reader(dec, plan, shared)
 
 
-def _demux_reader(dec: "SegmentParallelDecoder", plan: "DecodePlan", shared: _Shared) -> DemuxReader:
+def _demux_reader(dec: "SegmentParallelDecoder", plan: "DecodePlan", shared: SharedIndex) -> DemuxReader:
     packet_of = shared.packet_of() if plan.exact else {}
     prefix = b""
     index = plan.index
@@ -316,12 +322,12 @@ def run_workers(
     reorder: ReorderBuffer[Any] = ReorderBuffer(window, plan.total)
     lock = threading.Lock()
     state = {"next": 0, "stop": False}
-    shared = _Shared(dec, plan)
+    shared = SharedIndex(dec, plan)
 
     def worker(wid: int) -> None:
         sessions: list[Any] = [None]
         failures = 0  # primary sessions of this worker that failed
-        emit = _Emitter(reorder, asm, wid)
+        emit = Emitter(reorder, asm, wid)
         reader = None
         try:
             while True:

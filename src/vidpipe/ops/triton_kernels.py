@@ -115,6 +115,20 @@ if triton is not None:  # pragma: no cover - compiled and run on the GPU host
         return _to_rgb(yv, u, v, y_off, c_off, y_gain, r_v, g_u, g_v, b_u, FLOOR, ROUND)
 
     @triton.jit
+    def _store_rgb(out, b, orow, ocol, HO, WO, o_b, o_c, o_r, o_w, acc_r, acc_g, acc_b, inside, PAD: tl.constexpr):
+        """Scale 0..255 sums to [0, 1] (clamped), the pad value outside the image, store 3 planes."""
+        scale = 1.0 / 255.0
+        vr = tl.where(inside, tl.minimum(tl.maximum(acc_r * scale, 0.0), 1.0), PAD)
+        vg = tl.where(inside, tl.minimum(tl.maximum(acc_g * scale, 0.0), 1.0), PAD)
+        vb = tl.where(inside, tl.minimum(tl.maximum(acc_b * scale, 0.0), 1.0), PAD)
+        omask = (orow[:, None] < HO) & (ocol[None, :] < WO)
+        o = out + b * o_b + orow[:, None] * o_r + ocol[None, :] * o_w
+        ty = out.dtype.element_ty
+        tl.store(o, vr.to(ty), mask=omask)
+        tl.store(o + o_c, vg.to(ty), mask=omask)
+        tl.store(o + 2 * o_c, vb.to(ty), mask=omask)
+
+    @triton.jit
     def yuv_rgb_kernel(src, dst, H, W, s_b, s_r, s_c, d_b, d_c, d_r, d_w,
                        y_off, c_off, y_gain, r_v, g_u, g_v, b_u,
                        SHIFT: tl.constexpr, FLOOR: tl.constexpr, ROUND: tl.constexpr, LINEAR: tl.constexpr,
@@ -185,16 +199,7 @@ if triton is not None:  # pragma: no cover - compiled and run on the GPU host
             acc_r += w[:, None] * tl.load(p, mask=inside, other=0.0)
             acc_g += w[:, None] * tl.load(p + t_c, mask=inside, other=0.0)
             acc_b += w[:, None] * tl.load(p + 2 * t_c, mask=inside, other=0.0)
-        scale = 1.0 / 255.0
-        vr = tl.where(inside, tl.minimum(tl.maximum(acc_r * scale, 0.0), 1.0), PAD)
-        vg = tl.where(inside, tl.minimum(tl.maximum(acc_g * scale, 0.0), 1.0), PAD)
-        vb = tl.where(inside, tl.minimum(tl.maximum(acc_b * scale, 0.0), 1.0), PAD)
-        omask = (orow[:, None] < HO) & (ocol[None, :] < WO)
-        o = out + b * o_b + orow[:, None] * o_r + ocol[None, :] * o_w
-        ty = out.dtype.element_ty
-        tl.store(o, vr.to(ty), mask=omask)
-        tl.store(o + o_c, vg.to(ty), mask=omask)
-        tl.store(o + 2 * o_c, vb.to(ty), mask=omask)
+        _store_rgb(out, b, orow, ocol, HO, WO, o_b, o_c, o_r, o_w, acc_r, acc_g, acc_b, inside, PAD)
 
     @triton.jit
     def direct_kernel(src, out, yidx, yw, xidx, xw, H, W, NH, NW, KY, KX, HO, WO, pad_y, pad_x,
@@ -230,13 +235,4 @@ if triton is not None:  # pragma: no cover - compiled and run on the GPU host
                 acc_r += w * r
                 acc_g += w * g
                 acc_b += w * bl
-        scale = 1.0 / 255.0
-        vr = tl.where(inside, tl.minimum(tl.maximum(acc_r * scale, 0.0), 1.0), PAD)
-        vg = tl.where(inside, tl.minimum(tl.maximum(acc_g * scale, 0.0), 1.0), PAD)
-        vb = tl.where(inside, tl.minimum(tl.maximum(acc_b * scale, 0.0), 1.0), PAD)
-        omask = (orow[:, None] < HO) & (ocol[None, :] < WO)
-        o = out + b * o_b + orow[:, None] * o_r + ocol[None, :] * o_w
-        ty = out.dtype.element_ty
-        tl.store(o, vr.to(ty), mask=omask)
-        tl.store(o + o_c, vg.to(ty), mask=omask)
-        tl.store(o + 2 * o_c, vb.to(ty), mask=omask)
+        _store_rgb(out, b, orow, ocol, HO, WO, o_b, o_c, o_r, o_w, acc_r, acc_g, acc_b, inside, PAD)
