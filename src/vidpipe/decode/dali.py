@@ -84,7 +84,7 @@ class DaliDecoder(Decoder):
         device: "torch.device | str" = "cuda",
         options: DecodeOptions | None = None,
         num_threads: int = 2,
-        stream_id: int = 0,
+        stream_id: int | None = None,
     ) -> None:
         from vidpipe.decode.probe import probe
         from vidpipe.decode.registry import BackendChoice
@@ -99,7 +99,7 @@ class DaliDecoder(Decoder):
             raise UnsupportedError(f"DALI cannot decode {self.info.source}: {why}")
         self.options = options if options is not None else DecodeOptions()
         self.num_threads = num_threads
-        self.stream_id = stream_id
+        self.stream_id = self.options.stream_id if stream_id is None else stream_id
         self.error: Exception | None = None
         self.frames_decoded = 0
         self.frames_delivered = 0

@@ -360,7 +360,8 @@ class NvdecDecoder(SegmentParallelDecoder):
         buffer_bytes: GPU memory for frames decoded ahead of the consumer (``None``:
             :func:`default_buffer_bytes`, 4 GiB on a large GPU, about 1,380 1080p frames).
         fallback: retry a failing segment on PyAV (CPU) instead of leaving its frames out.
-        stream_id: written into every :class:`~vidpipe.types.FrameMeta`.
+        stream_id: written into every :class:`~vidpipe.types.FrameMeta` (default:
+            ``options.stream_id``).
         index: a :class:`~vidpipe.decode.segments.StreamIndex` to reuse.
         processes: spread the sessions over this many decoder processes
             (:mod:`vidpipe.decode.procpool`: each has its own GIL, frames reach this process
@@ -390,7 +391,7 @@ class NvdecDecoder(SegmentParallelDecoder):
         segment_frames: int | None = None,
         buffer_bytes: int | None = None,
         fallback: bool = True,
-        stream_id: int = 0,
+        stream_id: int | None = None,
         index: "StreamIndex | None" = None,
         processes: int | None = None,
     ) -> None:

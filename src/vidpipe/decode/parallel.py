@@ -81,7 +81,7 @@ class SegmentParallelDecoder(Decoder):
         window: how many output positions workers may run ahead of the consumer (``None``: from
             ``buffer_bytes``).
         buffer_bytes: memory budget of frames held ahead of the consumer.
-        stream_id: written into every :class:`FrameMeta`.
+        stream_id: written into every :class:`FrameMeta` (default: ``options.stream_id``).
         index: a scan to reuse (``None``: scanned on the first :meth:`batches`).
 
     Subclasses that can run their sessions in decoder processes
@@ -107,7 +107,7 @@ class SegmentParallelDecoder(Decoder):
         segment_frames: int | None = None,
         window: int | None = None,
         buffer_bytes: int = 2 << 30,
-        stream_id: int = 0,
+        stream_id: int | None = None,
         index: StreamIndex | None = None,
     ) -> None:
         import torch
@@ -129,7 +129,7 @@ class SegmentParallelDecoder(Decoder):
         self.segment_frames = segment_frames
         self.window = window
         self.buffer_bytes = int(buffer_bytes)
-        self.stream_id = stream_id
+        self.stream_id = self.options.stream_id if stream_id is None else stream_id
         self.index = index
         self.plan: DecodePlan | None = None
         self.error: Exception | None = None
@@ -399,7 +399,7 @@ class PyAVParallelDecoder(SegmentParallelDecoder):
         threads: int | None = None,
         segment_frames: int | None = None,
         buffer_bytes: int = 1 << 30,
-        stream_id: int = 0,
+        stream_id: int | None = None,
         processes: int = 0,
     ) -> None:
         import torch
