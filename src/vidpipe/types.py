@@ -16,6 +16,9 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import supervision
     import torch
 
 __all__ = [
@@ -342,6 +345,14 @@ class Detections:
             start += c
         return out
 
+    def to_supervision(self, names: "Sequence[str] | None" = None) -> "supervision.Detections":
+        """These detections (of one frame) as ``supervision.Detections`` (optional extra
+        ``vidpipe[supervision]``); ``names`` fills ``data["class_name"]``. See
+        :mod:`vidpipe.adapters.supervision`."""
+        from vidpipe.adapters.supervision import detections_to_supervision
+
+        return detections_to_supervision(self, names)
+
     def __repr__(self) -> str:
         tracked = "" if self.track_ids is None else ", tracked"
         return f"Detections(n={len(self)}, device={self.device}{tracked})"
@@ -383,6 +394,14 @@ class FrameResult:
         """Class names of the detections, in row order (moves class ids to the host)."""
         ids = self.detections.class_ids.tolist()
         return [self.names[i] if 0 <= i < len(self.names) else str(i) for i in ids]
+
+    def to_supervision(self) -> "supervision.Detections":
+        """This frame's detections as ``supervision.Detections`` (optional extra
+        ``vidpipe[supervision]``), with ``data["class_name"]`` and the frame's origin in
+        ``metadata``. See :mod:`vidpipe.adapters.supervision`."""
+        from vidpipe.adapters.supervision import frame_to_supervision
+
+        return frame_to_supervision(self)
 
     def __repr__(self) -> str:
         return (
