@@ -9,12 +9,17 @@ Example::
             batch.frames    # FrameMeta per frame: index, pts (seconds), size
     if video.partial:
         print(video.error)  # the file was truncated or damaged; the frames before it were delivered
+
+    with vidpipe.open_video("street.mp4", device="cuda") as video:   # frames by number or time
+        len(video), video[0], video[-1], video[10:20]                 # (3, H, W) / (N, 3, H, W) uint8
+        video.get_frames_at(indices=[0, 50, 7]).frames                # FrameMeta: index, pts
+        video.get_frames_played_at(seconds=[1.5, 2.0]).data           # (2, 3, H, W) on the device
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from vidpipe.decode.base import DecodeOptions, Decoder
@@ -23,29 +28,65 @@ from vidpipe.types import FrameBatch
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["open_video"]
+    from vidpipe.frame_access import FrameReader
+
+__all__ = ["open_video", "Video"]
 
 
-class RGBDecoder(Decoder):
-    """A decoder whose YUV batches (NVDEC's NV12/P010) are converted to RGB on their device.
+class Video(Decoder):
+    """An open video: iterate it in batches, or read frames by number or time.
 
-    Everything else (``info``, ``choice``, ``error``, counters, ``stats()``) is the wrapped
-    decoder's. The conversion uses the stream's colour matrix and range
+    Returned by :func:`open_video`. Everything a decoder has (``info``, ``choice``, ``device``,
+    ``error``/``partial``, counters, ``stats()``) is the wrapped backend's; with ``output="rgb"``
+    YUV batches (NVDEC's NV12/P010) are converted to RGB on their device
     (:func:`vidpipe.ops.fused.nv12_to_rgb`, bit-exact with PyAV's CPU conversion for 8 bit).
+
+    Frame access (torchcodec's names), for files, whatever the ``frame_skip``/``start``/``end``
+    of the iteration: frame ``i`` is the ``i``-th frame in presentation order, numbered as FFmpeg
+    numbers them (``0 .. len(video) - 1``); times are seconds from the start of the stream (like
+    :attr:`FrameMeta.pts`). Frames are decoded on the CPU (PyAV, from the keyframe before them)
+    and delivered on :attr:`device` as ``uint8`` RGB, ``(3, H, W)`` per frame. See
+    :mod:`vidpipe.frame_access`.
+
+    - ``len(video)``: the number of frames (one demux scan on first use, nothing decoded).
+    - ``video[i]``: ``(3, H, W)`` tensor; ``i`` may be negative. ``video[a:b:c]``: ``(N, 3, H, W)``.
+    - ``video.get_frames_at(indices=[...])``, ``video.get_frames_in_range(start, stop, step)``,
+      ``video.get_frames_played_at(seconds=[...])``: a
+      :class:`~vidpipe.types.FrameBatch` (``data`` ``(N, 3, H, W)`` and a :class:`FrameMeta` per
+      frame with its number and time), in the order asked.
+
+    Out-of-range numbers or times raise :class:`~vidpipe.frame_access.OutOfRangeError` (an
+    ``IndexError``); a live stream raises :class:`~vidpipe.errors.UnsupportedError`.
     """
 
-    def __init__(self, inner: Decoder) -> None:
+    def __init__(self, inner: Decoder, *, rgb: bool = True) -> None:
         self.inner = inner
         self.name = inner.name
+        self._rgb = rgb
+        self._reader: Any = None
 
     def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (during unpickling): avoid recursing
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
+    # the Decoder class defines these as class attributes: __getattr__ would never see them
     @property
     def error(self) -> Exception | None:  # type: ignore[override]
         return self.inner.error
 
+    @property
+    def frames_decoded(self) -> int:  # type: ignore[override]
+        return self.inner.frames_decoded
+
+    @property
+    def frames_delivered(self) -> int:  # type: ignore[override]
+        return self.inner.frames_delivered
+
     def batches(self, batch_size: int) -> Iterator[FrameBatch]:
+        if not self._rgb:
+            yield from self.inner.batches(batch_size)
+            return
         from vidpipe.ops.fused import nv12_to_rgb
 
         for batch in self.inner.batches(batch_size):
@@ -54,7 +95,75 @@ class RGBDecoder(Decoder):
             yield batch
 
     def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
         self.inner.close()
+
+    def __repr__(self) -> str:
+        i = self.inner.info
+        return f"Video({i.source!r}, {i.codec} {i.width}x{i.height}, decoder={self.name!r}, device={self.device})"
+
+    # ------------------------------------------------------------------------- frame access
+
+    @property
+    def _frames(self) -> "FrameReader":
+        if self._reader is None:
+            from vidpipe.frame_access import FrameReader
+
+            stream_id = getattr(getattr(self.inner, "options", None), "stream_id", 0)
+            self._reader = FrameReader(self.inner.info, self.inner.device, stream_id=stream_id)
+        return self._reader
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    def __getitem__(self, key: "int | slice") -> "torch.Tensor":
+        """Frame ``key`` as a ``(3, H, W)`` uint8 RGB tensor on :attr:`device`; a slice gives
+        ``(N, 3, H, W)``."""
+        reader = self._frames
+        if isinstance(key, slice):
+            numbers = list(range(*key.indices(len(reader))))
+            if not numbers:
+                import torch
+
+                i = self.inner.info
+                return torch.empty((0, 3, i.height, i.width), dtype=torch.uint8, device=self.inner.device)
+            return reader.read(numbers).data
+        return reader.read([reader.normalize(key, name="key")]).data[0]
+
+    def get_frames_at(self, indices: "Sequence[int] | torch.Tensor") -> FrameBatch:
+        """Frames ``indices`` (negative count from the end; any order, repeats allowed) as one
+        :class:`FrameBatch` in that order. Each distinct frame is decoded once, in stream order."""
+        reader = self._frames
+        return reader.read([reader.normalize(i, name="indices") for i in _as_list(indices, "indices")])
+
+    def get_frames_in_range(self, start: int, stop: int, step: int = 1) -> FrameBatch:
+        """Frames ``start, start + step, ...`` before ``stop`` (Python ``range`` rules for
+        negative values)."""
+        from vidpipe._validate import check_range
+
+        reader = self._frames
+        step = check_range("step", step, low=1, integer=True)
+        lo = reader.normalize(start, name="start")
+        hi = reader.normalize(stop, name="stop", end=True)
+        return reader.read(list(range(lo, hi, step)))
+
+    def get_frames_played_at(self, seconds: "Sequence[float] | torch.Tensor") -> FrameBatch:
+        """The frames shown at ``seconds`` (from the start of the stream): for each time the
+        last frame whose timestamp is at or before it."""
+        reader = self._frames
+        return reader.read([reader.table.number_at(s) for s in _as_list(seconds, "seconds")])
+
+
+def _as_list(values: Any, name: str) -> list:
+    """A list, tuple, range, 1-D tensor or array of values as a list."""
+    from vidpipe.errors import ConfigError
+
+    if hasattr(values, "tolist") and not isinstance(values, (list, tuple)):  # tensor, ndarray
+        values = values.tolist()
+    if isinstance(values, (list, tuple, range)):
+        return list(values)
+    raise ConfigError(f"invalid {name}={values!r}; expected a list")
 
 
 def open_video(
@@ -86,10 +195,12 @@ def open_video(
             input of the fused preprocessing, with no conversion).
 
     Returns:
-        A :class:`~vidpipe.decode.base.Decoder`: ``.info`` (:class:`StreamInfo`), ``.choice``
+        A :class:`Video` (a :class:`~vidpipe.decode.base.Decoder`): ``.info`` (:class:`StreamInfo`), ``.choice``
         (the backend and why), ``.batches(n)`` yielding :class:`~vidpipe.types.FrameBatch` of
         ``(B, 3, H, W)`` uint8 RGB on ``device``; iterating it yields one-frame batches. After
-        iteration ``.error``/``.partial`` tell whether the stream was cut short.
+        iteration ``.error``/``.partial`` tell whether the stream was cut short. Frames by
+        number or time: ``len(video)``, ``video[i]``, ``video.get_frames_at(indices)``,
+        ``video.get_frames_played_at(seconds)`` (see :class:`Video`).
 
     Raises:
         SourceError: missing, empty, unreadable input or no video stream.
@@ -108,4 +219,4 @@ def open_video(
     check_choice("output", output, ("rgb", "native"))
     options = DecodeOptions(frame_skip=frame_skip, max_frames=max_frames, start=start, end=end)
     dec = open_decoder(source, device=device, decoder=decoder, options=options, strict_gpu=strict_gpu)
-    return RGBDecoder(dec) if output == "rgb" and dec.name != "pyav" else dec
+    return Video(dec, rgb=output == "rgb")
