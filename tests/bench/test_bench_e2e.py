@@ -14,7 +14,11 @@ def test_e2e_bench_on_cpu_writes_report(make_clip, tmp_path):
     assert set(by) == set(PEERS)
     assert by["vidpipe-cpu"]["frames"] == 8 and by["vidpipe-cpu"]["fps"] > 0
     assert all(k in by["vidpipe-cpu"]["stages"] for k in ("decode", "preprocess", "model", "postprocess"))
-    for peer in ("baseline", "vidpipe-gpu", "nvdec-ceiling"):
+    # without a GPU the hand-written baseline runs its model on the CPU, on the same frames
+    assert by["baseline"]["frames"] == 8 and by["baseline"]["fps"] > 0
+    assert [k.split()[0] for k in by["baseline"]["stages"].split(", ")] == ["decode", "letterbox", "infer"]
+    assert "cpu_path_over_baseline" in result.targets[clip.path.name]
+    for peer in ("vidpipe-pyav", "vidpipe-gpu", "nvdec-ceiling", "model-only"):
         assert by[peer]["fps"] is None and "CUDA" in by[peer]["note"]
     paths = result.write(tmp_path)
     data = json.loads(paths["json"].read_text())

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vidpipe.bench.report import VideoBenchResult
+from vidpipe.bench.report import VideoBenchResult, describe_row
 from vidpipe.bench.sysstats import measure
 
 __all__ = ["run_decode_bench", "nvdec_ceiling", "targets", "PEERS"]
@@ -90,8 +90,8 @@ def run_decode_bench(
     Args:
         inputs: video files; or ``None`` with ``generate``.
         generate: presets of :data:`vidpipe.bench.generate.VIDEO_PRESETS` (``"1080p-h264,1080p-hevc"``
-            or a list), encoded with PyAV into ``work_dir`` (default: ``vidpipe-bench`` in the temp
-            folder, reused across runs).
+            or a list), encoded with PyAV into ``work_dir`` (kept there and reused by later runs;
+            default: a temporary folder removed at the end, see :mod:`vidpipe.bench.workdir`).
         device: the GPU for the NVDEC peers (``"auto"``: CUDA if present; without one the GPU
             peers are listed with the reason).
         batch_size, size: batches of the decoders, letterbox size of the preprocessed peers.
@@ -105,49 +105,51 @@ def run_decode_bench(
             start, and a long clip at 200 frames/s would take minutes. ``None``: the whole file.
         frames: frames of generated clips (``None``: the preset's).
     """
-    import tempfile
+    from contextlib import ExitStack
 
     from vidpipe.bench.generate import generate_video, parse_presets
+    from vidpipe.bench.workdir import media_folder
     from vidpipe.decode.probe import probe
     from vidpipe.device import resolve_device
 
     dev = resolve_device(device)
-    paths: list[tuple[str, str]] = []
-    if inputs is not None:
-        for p in [inputs] if isinstance(inputs, (str, os.PathLike)) else inputs:
-            paths.append((Path(p).name, os.fspath(p)))
-    if generate:
-        work = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / "vidpipe-bench"
-        names = parse_presets(generate) if isinstance(generate, str) else list(generate)
-        for name in names:
-            paths.append((name, str(generate_video(name, work, frames=frames))))
-    if not paths:
-        from vidpipe.errors import ConfigError
+    with ExitStack() as cleanup:  # generated media are removed at the end unless work_dir keeps them
+        paths: list[tuple[str, str]] = []
+        if inputs is not None:
+            for p in [inputs] if isinstance(inputs, (str, os.PathLike)) else inputs:
+                paths.append((Path(p).name, os.fspath(p)))
+        if generate:
+            work = cleanup.enter_context(media_folder(work_dir))
+            names = parse_presets(generate) if isinstance(generate, str) else list(generate)
+            for name in names:
+                paths.append((name, str(generate_video(name, work, frames=frames))))
+        if not paths:
+            from vidpipe.errors import ConfigError
 
-        raise ConfigError("bench decode needs input files or --generate presets")
-    for name in peers:
-        if name not in PEERS:
-            raise ValueError(f"unknown peer {name!r}; expected some of {', '.join(PEERS)}")
-    rows, in_rows, all_targets = [], [], {}
-    for label, path in paths:
-        info = probe(path)
-        describe = (f"{info.codec} {info.width}x{info.height} {info.pix_fmt}, {info.frame_count} frames, "
-                    f"{(info.bit_rate or 0) / 1e6:.1f} Mbit/s")  # fmt: skip
-        in_rows.append({"name": label, "path": path, "describe": describe})
-        ctx = _Ctx(path, info, dev, batch_size, size, workers, ceiling_sessions, ceiling_frames, reference_frames)
-        logger.info("bench decode: %s (%s)", label, describe)
-        _warm_up(ctx, peers)
+            raise ConfigError("bench decode needs input files or --generate presets")
         for name in peers:
-            row = {"input": label, **_run_peer(name, ctx, repeat)}
-            rows.append(row)
-            logger.info("bench decode: %s %s %s fps %s", label, name, row.get("fps"), row.get("note") or "")
-        all_targets[label] = targets([r for r in rows if r["input"] == label])
-        if ctx.device.type == "cuda" and _unavailable("nvdec", ctx) is None:
-            from vidpipe.decode.nvdec_pool import clear
+            if name not in PEERS:
+                raise ValueError(f"unknown peer {name!r}; expected some of {', '.join(PEERS)}")
+        rows, in_rows, all_targets = [], [], {}
+        for label, path in paths:
+            info = probe(path)
+            describe = (f"{info.codec} {info.width}x{info.height} {info.pix_fmt}, {info.frame_count} frames, "
+                        f"{(info.bit_rate or 0) / 1e6:.1f} Mbit/s")  # fmt: skip
+            in_rows.append({"name": label, "path": path, "describe": describe})
+            ctx = _Ctx(path, info, dev, batch_size, size, workers, ceiling_sessions, ceiling_frames, reference_frames)
+            logger.info("bench decode: %s (%s)", label, describe)
+            _warm_up(ctx, peers)
+            for name in peers:
+                row = {"input": label, **_run_peer(name, ctx, repeat)}
+                rows.append(row)
+                logger.info("bench decode: %s", describe_row(row, name=f"{label} {name}"))
+            all_targets[label] = targets([r for r in rows if r["input"] == label])
+            if ctx.device.type == "cuda" and _unavailable("nvdec", ctx) is None:
+                from vidpipe.decode.nvdec_pool import clear
 
-            clear()  # the next input has its own sessions
-    return VideoBenchResult(rows, in_rows, _machine(dev), all_targets, title="Video decoding", columns=COLUMNS,
-                            headers=HEADERS, formats=FORMATS, highlight=("nvdec", "nvdec-ceiling"), name="bench_decode")  # fmt: skip
+                clear()  # the next input has its own sessions
+        return VideoBenchResult(rows, in_rows, _machine(dev), all_targets, title="Video decoding", columns=COLUMNS,
+                                headers=HEADERS, formats=FORMATS, highlight=("nvdec", "nvdec-ceiling"), name="bench_decode")  # fmt: skip
 
 
 # -- peers ---------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vidpipe.bench.report import markdown_table, write_report
+from vidpipe.bench.report import describe_row, markdown_table, write_report
 from vidpipe.bench.sysstats import measure
 
 __all__ = ["PEERS", "PRESETS", "ImageBenchResult", "bench_images", "generate_jpegs"]
@@ -141,7 +141,7 @@ def bench_images(
 
     Args:
         inputs: image files/folder/glob; ``None`` generates ``count`` JPEGs of preset ``generate``
-            into ``work_dir`` (default: a ``vidpipe-bench`` folder in the temp dir, reused).
+            into ``work_dir`` (kept and reused; default: a temporary folder removed at the end).
         device: the GPU for the GPU peers (``"auto"``: CUDA if present; without one the GPU
             peers are listed with the reason).
         threads: CPU threads for PIL/OpenCV/DALI (default: CPU count, at most 16) and for
@@ -150,34 +150,37 @@ def bench_images(
         peers: which of :data:`PEERS` to run.
         repeat: timed passes per peer; the fastest is reported.
     """
-    import tempfile
+    from contextlib import ExitStack
 
     import vidpipe.images as vi
+    from vidpipe.bench.workdir import media_folder
     from vidpipe.device import resolve_device
 
     dev = resolve_device(device)
     vidpipe_threads = threads
     threads = threads or min(16, os.cpu_count() or 4)
-    if inputs is None:
-        work = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / "vidpipe-bench"
-        paths = generate_jpegs(work, generate, count, threads=threads)
-        describe = f"{count} generated {generate} (quality {PRESETS[generate][2]})"
-    else:
-        paths = vi.list_images(inputs)
-        describe = f"{len(paths)} files from {inputs if isinstance(inputs, str) else 'a list'}"
-    mb = sum(os.path.getsize(p) for p in paths) / 1e6
-    in_info = {"describe": describe, "files": len(paths), "total_mb": round(mb, 1), "batch_size": batch_size,
-               "threads": threads, "letterbox": list(size)}  # fmt: skip
-    machine = _machine(dev, threads)
-    logger.info("bench images: %s (%.0f MB), %s", describe, mb, machine.get("gpu", "no GPU"))
-    ctx = _Ctx(paths, dev, batch_size, threads, size, vidpipe_threads)
-    rows = []
-    for name in peers:
-        if name not in PEERS:
-            raise ValueError(f"unknown peer {name!r}; expected some of {', '.join(PEERS)}")
-        rows.append(_run_peer(name, ctx, repeat))
-        logger.info("bench images: %s", {k: rows[-1][k] for k in ("peer", "img_per_s", "cpu_percent", "note")})
-    return ImageBenchResult(rows, in_info, machine, _targets(rows))
+    with ExitStack() as cleanup:  # generated JPEGs are removed at the end unless work_dir keeps them
+        if inputs is None:
+            work = cleanup.enter_context(media_folder(work_dir))
+            paths = generate_jpegs(work, generate, count, threads=threads)
+            describe = f"{count} generated {generate} (quality {PRESETS[generate][2]})"
+        else:
+            paths = vi.list_images(inputs)
+            describe = f"{len(paths)} files from {inputs if isinstance(inputs, str) else 'a list'}"
+        mb = sum(os.path.getsize(p) for p in paths) / 1e6
+        in_info = {"describe": describe, "files": len(paths), "total_mb": round(mb, 1), "batch_size": batch_size,
+                   "threads": threads, "letterbox": list(size)}  # fmt: skip
+        machine = _machine(dev, threads)
+        logger.info("bench images: %s (%.0f MB), %s", describe, mb, machine.get("gpu", "no GPU"))
+        ctx = _Ctx(paths, dev, batch_size, threads, size, vidpipe_threads)
+        rows = []
+        for name in peers:
+            if name not in PEERS:
+                raise ValueError(f"unknown peer {name!r}; expected some of {', '.join(PEERS)}")
+            rows.append(_run_peer(name, ctx, repeat))
+            logger.info("bench images: %s", describe_row(rows[-1], name=rows[-1]["peer"], value="img_per_s",
+                                                         unit="images/s", count="images"))  # fmt: skip
+        return ImageBenchResult(rows, in_info, machine, _targets(rows))
 
 
 # -- peers ---------------------------------------------------------------------------------

@@ -9,6 +9,20 @@ import argparse
 from pathlib import Path
 
 
+CACHE_HELP = ("keep the generated media in DIR and reuse them in later runs (default: a temporary folder, "
+              "removed at the end)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return value
+
+
 def add_parser(sub, common) -> None:
     p = sub.add_parser("bench", parents=[common], help="benchmark vidpipe against its peers")
     kinds = p.add_subparsers(dest="bench", metavar="KIND")
@@ -20,6 +34,7 @@ def add_parser(sub, common) -> None:
     d.add_argument("--frames", type=int, default=None, help="frames per generated clip")
     d.add_argument("--device", default="auto")
     d.add_argument("--out", default="bench-out", help="folder for the report (default: %(default)s)")
+    d.add_argument("--cache-dir", metavar="DIR", default=None, help=CACHE_HELP)
     d.set_defaults(func=run_decode)
 
     e = kinds.add_parser("e2e", parents=[common], help="end to end: baseline, OpenCV loader, vidpipe CPU and GPU paths")
@@ -29,7 +44,10 @@ def add_parser(sub, common) -> None:
     e.add_argument("--device", default="auto")
     e.add_argument("--model", default="yolov3-tiny")
     e.add_argument("--batch-size", type=int, default=32)
+    e.add_argument("--cpu-frames", type=_positive_int, default=64, metavar="N",
+                   help="frames of the peers whose model runs on the CPU (default: %(default)s)")
     e.add_argument("--out", default="bench-out", help="folder for the report (default: %(default)s)")
+    e.add_argument("--cache-dir", metavar="DIR", default=None, help=CACHE_HELP)
     e.set_defaults(func=run_e2e)
 
     i = kinds.add_parser("images", parents=[common], help="JPEG datasets: PIL/OpenCV threads, nvJPEG, DALI, vidpipe")
@@ -40,13 +58,19 @@ def add_parser(sub, common) -> None:
     i.add_argument("--batch-size", type=int, default=64)
     i.add_argument("--threads", type=int, default=None)
     i.add_argument("--out", default="bench-out", help="folder for the report (default: %(default)s)")
+    i.add_argument("--cache-dir", metavar="DIR", default=None, help=CACHE_HELP)
     i.set_defaults(func=run_images)
 
 
-def _show(result, out: str, name: str) -> int:
-    paths = result.write(Path(out), name)
+def _show(result, args: argparse.Namespace, name: str) -> int:
+    paths = result.write(Path(args.out), name)
     print(result.markdown())
     print("wrote " + ", ".join(str(p) for p in paths.values()))
+    if args.cache_dir is not None:
+        from vidpipe.bench.workdir import folder_bytes
+
+        mb = folder_bytes(args.cache_dir) / 1e6
+        print(f"generated media kept in {args.cache_dir} ({mb:,.1f} MB); delete the folder to free the space")
     return 0
 
 
@@ -54,9 +78,9 @@ def run_decode(args: argparse.Namespace) -> int:
     from vidpipe.bench.decode import run_decode_bench
 
     result = run_decode_bench(
-        args.inputs or None, generate=args.generate, frames=args.frames, device=args.device
+        args.inputs or None, generate=args.generate, frames=args.frames, device=args.device, work_dir=args.cache_dir
     )
-    return _show(result, args.out, "bench_decode")
+    return _show(result, args, "bench_decode")
 
 
 def run_e2e(args: argparse.Namespace) -> int:
@@ -69,8 +93,10 @@ def run_e2e(args: argparse.Namespace) -> int:
         device=args.device,
         model=args.model,
         batch_size=args.batch_size,
+        cpu_frames=args.cpu_frames,
+        work_dir=args.cache_dir,
     )
-    return _show(result, args.out, "bench_e2e")
+    return _show(result, args, "bench_e2e")
 
 
 def run_images(args: argparse.Namespace) -> int:
@@ -83,5 +109,6 @@ def run_images(args: argparse.Namespace) -> int:
         device=args.device,
         batch_size=args.batch_size,
         threads=args.threads,
+        work_dir=args.cache_dir,
     )
-    return _show(result, args.out, "bench_images")
+    return _show(result, args, "bench_images")
