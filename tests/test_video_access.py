@@ -55,7 +55,8 @@ def reference(path) -> tuple[list[np.ndarray], list[float]]:
         s = c.streams.video[0]
         start = s.start_time or 0
         frames = list(c.decode(s))
-        return [f.to_ndarray(format="rgb24") for f in frames], [float((f.pts - start) * s.time_base) for f in frames]
+        times = [None if f.pts is None else float((f.pts - start) * s.time_base) for f in frames]
+        return [f.to_ndarray(format="rgb24") for f in frames], times
 
 
 @pytest.fixture(scope="module")
@@ -211,3 +212,65 @@ def test_frames_on_cuda_equal_a_sequential_decode(clips, references, decoder):
                 assert video.choice.name == "nvdec"  # frames by number come from PyAV, then move
             else:
                 assert sum(len(b) for b in video.batches(16)) == n  # iteration unaffected
+
+
+def test_size_change_mid_stream(tmp_path):
+    from media import make_size_change
+
+    from vidpipe.errors import UnsupportedError
+
+    clip = make_size_change(tmp_path / "sizes.mkv", sizes=((64, 48), (96, 64)), frames_each=5)
+    ref, _ = reference(clip.path)
+    with vidpipe.open_video(clip.path, device="cpu") as video:
+        assert len(video) == len(ref) == 10
+        for i in (7, 2, 9, 0):
+            np.testing.assert_array_equal(video[i].permute(1, 2, 0).numpy(), ref[i])
+        assert video.get_frames_at([5, 9]).data.shape == (2, 3, 64, 96)
+        with pytest.raises(UnsupportedError, match="different sizes .*64x48, 96x64"):
+            video.get_frames_at([4, 5])
+
+
+def test_stream_without_timestamps_is_counted_from_the_start(make_clip, tmp_path):
+    """A raw H.264 elementary stream has no timestamps: frames are numbered as decoded."""
+    from vidpipe.errors import UnsupportedError
+
+    clip = make_clip(".mp4", codec="h264", frames=30, gop=10, bframes=2)
+    raw = tmp_path / "raw.h264"
+    with av.open(str(clip.path)) as src, av.open(str(raw), "w", format="h264") as dst:
+        s_in = src.streams.video[0]
+        s_out = dst.add_stream_from_template(s_in)
+        bsf = av.bitstream.BitStreamFilterContext("h264_mp4toannexb", in_stream=s_in)
+        for pkt in src.demux(s_in):
+            for out in bsf.filter(pkt if pkt.size else None):
+                out.stream = s_out
+                dst.mux(out)
+    ref, _ = reference(raw)
+    assert len(ref) == 30
+    with vidpipe.open_video(raw, device="cpu") as video:
+        assert not video._frames.table.exact
+        assert len(video) == 30
+        for i in (20, 3, 29, 0, 17):
+            np.testing.assert_array_equal(video[i].permute(1, 2, 0).numpy(), ref[i], err_msg=f"video[{i}]")
+        assert [m.index for m in video.get_frames_at([12, 11]).frames] == [12, 11]
+        with pytest.raises(UnsupportedError, match="timestamps are missing or repeated"):
+            video.get_frames_played_at([0.5])
+
+
+def test_truncated_file_gives_frames_or_a_clear_error(make_clip, tmp_path):
+    from media import truncate
+
+    from vidpipe.errors import DecodeError
+
+    clip = make_clip(".mkv", codec="h264", frames=60, gop=10)
+    cut = truncate(clip.path, 0.6, dst=tmp_path / "cut.mkv")
+    ref, _ = reference(cut)
+    with vidpipe.open_video(cut, device="cpu") as video:
+        n = len(video)
+        assert len(ref) - 1 <= n < 60
+        for i in [*range(n - 1, n - 4, -1), 0, 5]:
+            if i < len(ref):
+                np.testing.assert_array_equal(video[i].permute(1, 2, 0).numpy(), ref[i], err_msg=f"video[{i}]")
+            else:
+                with pytest.raises(DecodeError, match=f"frame {i} could not be decoded"):
+                    video[i]
+        assert bool(video)

@@ -117,6 +117,9 @@ class Video(Decoder):
     def __len__(self) -> int:
         return len(self._frames)
 
+    def __bool__(self) -> bool:  # an open video is true; without this, bool() would scan the file
+        return True
+
     def __getitem__(self, key: "int | slice") -> "torch.Tensor":
         """Frame ``key`` as a ``(3, H, W)`` uint8 RGB tensor on :attr:`device`; a slice gives
         ``(N, 3, H, W)``."""
@@ -195,7 +198,8 @@ def open_video(
             input of the fused preprocessing, with no conversion).
 
     Returns:
-        A :class:`Video` (a :class:`~vidpipe.decode.base.Decoder`): ``.info`` (:class:`StreamInfo`), ``.choice``
+        A :class:`Video` (a :class:`~vidpipe.decode.base.Decoder`): ``.info`` (:class:`StreamInfo`),
+        ``.choice``
         (the backend and why), ``.batches(n)`` yielding :class:`~vidpipe.types.FrameBatch` of
         ``(B, 3, H, W)`` uint8 RGB on ``device``; iterating it yields one-frame batches. After
         iteration ``.error``/``.partial`` tell whether the stream was cut short. Frames by
