@@ -168,6 +168,8 @@ def test_out_of_range_and_bad_arguments(make_clip):
             video["1"]
         with pytest.raises(TypeError, match="expected an integer frame number"):
             video[1.0]
+        with pytest.raises(ConfigError, match="invalid seconds='1'"):
+            video.get_frames_played_at(["1"])
         with pytest.raises(ConfigError, match="invalid indices"):
             video.get_frames_at(3)
         with pytest.raises(ConfigError, match="step"):

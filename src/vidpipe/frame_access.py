@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from vidpipe.errors import DecodeError, UnsupportedError, VidpipeError
+from vidpipe.errors import ConfigError, DecodeError, UnsupportedError, VidpipeError
 
 if TYPE_CHECKING:
     import torch
@@ -92,7 +92,7 @@ class FrameTable:
         if not self.pts:
             raise OutOfRangeError(f"{self.source} has no frames")
         if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds != seconds:
-            raise OutOfRangeError(f"invalid time {seconds!r}; expected seconds as a number")
+            raise ConfigError(f"invalid seconds={seconds!r}; expected a time in seconds")
         # in timestamp ticks; a thousandth of a tick absorbs the rounding of seconds as a float
         ts = self.start_pts + seconds / self.time_base + 1e-3
         if ts < self.pts[0] or (self.end_pts is not None and ts >= self.end_pts):

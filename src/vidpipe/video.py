@@ -199,8 +199,7 @@ def open_video(
 
     Returns:
         A :class:`Video` (a :class:`~vidpipe.decode.base.Decoder`): ``.info`` (:class:`StreamInfo`),
-        ``.choice``
-        (the backend and why), ``.batches(n)`` yielding :class:`~vidpipe.types.FrameBatch` of
+        ``.choice`` (the backend and why), ``.batches(n)`` yielding :class:`~vidpipe.types.FrameBatch` of
         ``(B, 3, H, W)`` uint8 RGB on ``device``; iterating it yields one-frame batches. After
         iteration ``.error``/``.partial`` tell whether the stream was cut short. Frames by
         number or time: ``len(video)``, ``video[i]``, ``video.get_frames_at(indices)``,
