@@ -81,8 +81,9 @@ def test_large_stride_skips_whole_gops(make_clip):
 def test_time_range_plans_only_needed_keyframes(make_clip):
     clip = make_clip(".mp4", frames=60, gop=10, fps=25)
     index = scan_stream(clip.path)
-    plan = plan_decode(index, DecodeOptions(start=1.0, end=1.6))  # frames 25..39
-    assert plan.wanted == tuple(range(25, 40))
+    plan = plan_decode(index, DecodeOptions(start=1.0, end=1.6))  # frames 25..39 of the file
+    assert plan.wanted == tuple(range(15))  # numbered within the range
+    assert [index.seconds(p) for p in sorted(plan.position_of, key=plan.position_of.get)][0] == 1.0
     assert plan.segments[0].first_packet == 20  # the keyframe before frame 25
     assert plan.decoded_packets == 20  # GOPs 2 and 3 only
     plan = plan_decode(index, DecodeOptions(max_frames=5, frame_skip=2))
@@ -118,11 +119,13 @@ def test_missing_or_repeated_timestamps_give_an_inexact_plan():
 
 
 def test_variable_frame_rate_numbers_by_rank(make_clip):
-    # index = rank of the timestamp, whatever the spacing
+    # index = rank of the timestamp within the range, whatever the spacing
     pts = [0, 1, 5, 6, 20, 21]
-    plan = plan_decode(_index(pts, keys=[0, 4], tb=Fraction(1, 10)), DecodeOptions(start=0.5))
-    assert plan.wanted == (2, 3, 4, 5)
-    assert [plan.index_of[p] for p in pts] == list(range(6))
+    plan = plan_decode(_index(pts, keys=[0, 4], tb=Fraction(1, 10)))
+    assert plan.wanted == (0, 1, 2, 3, 4, 5)
+    plan = plan_decode(_index(pts, keys=[0, 4], tb=Fraction(1, 10)), DecodeOptions(start=0.5, frame_skip=2))
+    assert plan.wanted == (0, 2)
+    assert [plan.index_of[p] for p in pts] == [-2, -1, 0, 1, 2, 3]
 
 
 @pytest.mark.parametrize("suffix,codec,ranges", [(".mp4", "h264", True), (".mov", "h264", True),

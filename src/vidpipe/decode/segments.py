@@ -3,9 +3,11 @@
 A demux scan (:func:`scan_stream`, nothing decoded) lists every packet of the video stream in
 decode order with its timestamp and keyframe flag. From it, :func:`plan_decode` derives
 
-- the **frame index** of every frame: its rank in presentation order over the whole file (the
-  sorted packet timestamps), so a segment decoded anywhere knows the number of each frame it
-  outputs, and the numbers equal the PyAV backend's for the same file;
+- the **frame index** of every frame: its rank in presentation order (the sorted packet
+  timestamps) counted from the first frame of the selected range (at or after ``start``), so a
+  segment decoded anywhere knows the number of each frame it outputs, and the numbers equal the
+  PyAV backend's for the same file (see :mod:`vidpipe.decode.timing`); timestamps never skip
+  numbers, whatever the frame rate;
 - which frames :class:`~vidpipe.decode.base.DecodeOptions` keep (stride, time range, count), and
   their **output positions** 0, 1, 2, ... (the order in which they are delivered);
 - the **segments**: runs of GOPs (keyframe to keyframe, in presentation time) that contain at
@@ -221,8 +223,8 @@ class DecodePlan:
         segments: in stream order; their ``positions`` tile ``[0, len(wanted))``.
         wanted: frame number of each output position.
         position_of: ``pts -> output position`` of every kept frame.
-        index_of: ``pts -> frame number`` of every frame (its rank in presentation order; for
-            constant-rate streams gaps in the timestamps skip numbers, see ``cfr_fps``).
+        index_of: ``pts -> frame number`` of every frame (its rank in presentation order from
+            the first frame at or after ``start``; frames before it have negative numbers).
         frame_pts: timestamps of all frames in presentation order.
         decoded_packets: packets the segments feed to decoders in total.
     """
@@ -257,22 +259,14 @@ def _inexact(index: StreamIndex) -> DecodePlan:
     return DecodePlan(index, False, (seg,), decoded_packets=last - first + 1)
 
 
-def _numbers(index: StreamIndex, frame_pts: list[int], cfr_fps: float | None) -> list[int]:
-    """Frame numbers in presentation order: 0, 1, 2, ...; for a constant-rate stream a gap of
-    ``n`` frame durations in the timestamps (frames lost to damage) advances the number by ``n``,
-    as the PyAV backend counts."""
-    if not cfr_fps:
-        return list(range(len(frame_pts)))
-    out: list[int] = []
-    prev = None
-    for p in frame_pts:
-        if prev is None:
-            out.append(0)
-        else:
-            step = round(float((p - prev) * index.time_base) * cfr_fps)
-            out.append(out[-1] + (step if step >= 2 else 1))
-        prev = p
-    return out
+def _numbers(index: StreamIndex, frame_pts: list[int], start: float | None) -> list[int]:
+    """Frame numbers in presentation order: 0, 1, 2, ... from the first frame at or after
+    ``start`` (seconds); the frames before it are numbered -1, -2, ... backwards."""
+    first = 0
+    if start is not None:
+        while first < len(frame_pts) and (index.seconds(frame_pts[first]) or 0.0) < start:
+            first += 1
+    return [k - first for k in range(len(frame_pts))]
 
 
 def _selection(index: StreamIndex, frame_pts: list[int], numbers: list[int], options: DecodeOptions) -> list[int]:
@@ -295,7 +289,6 @@ def plan_decode(
     options: DecodeOptions | None = None,
     *,
     target_frames: int | None = None,
-    cfr_fps: float | None = None,
 ) -> DecodePlan:
     """Plan the segments that deliver the frames ``options`` keep.
 
@@ -304,9 +297,6 @@ def plan_decode(
         options: stride, time range and frame count (``None``: every frame).
         target_frames: cut runs of needed GOPs into segments of at least this many frames (a
             segment always holds whole GOPs). ``None``: one segment per run (single session).
-        cfr_fps: the frame rate of a constant-rate stream: gaps in its timestamps (frames lost
-            to damage) then keep the frame numbers of the frames after them. ``None``: frames
-            are numbered by rank.
 
     Returns:
         A :class:`DecodePlan`; inexact (one segment, numbering at decode time) when timestamps
@@ -324,7 +314,7 @@ def plan_decode(
     key_pts = [pts[k] for k in index.keyframes]
     if any(b <= a for a, b in zip(key_pts, key_pts[1:])):
         return _inexact(index)
-    numbers = _numbers(index, frame_pts, cfr_fps)
+    numbers = _numbers(index, frame_pts, options.start)
     index_of = {p: numbers[k] for k, p in enumerate(frame_pts)}
     ranks = _selection(index, frame_pts, numbers, options)  # ranks in frame_pts of kept frames
     wanted = [numbers[k] for k in ranks]
