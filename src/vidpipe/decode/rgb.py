@@ -1,9 +1,19 @@
 """PyAV frames to full-range RGB with the stream's own colour matrix and range.
 
-swscale converts to planar ``gbrp`` (one reused context per thread) and each plane is copied once
-into its channel of a ``(3, H, W)`` destination: no HWC->CHW transpose. For 8-bit input the result
-is bit-identical to PyAV's ``reformat(format="rgb24")`` (the reference of :mod:`vidpipe.ops.color`);
-for 10-bit input it is closer to the source (full white is 255, where rgb24 gives 253).
+8-bit frames (and 4:4:4 / 4:2:2 of any depth): swscale converts to planar ``gbrp`` (one reused
+context per thread) and each plane is copied once into its channel of a ``(3, H, W)``
+destination: no HWC->CHW transpose. For 8-bit input the result is bit-identical to PyAV's
+``reformat(format="rgb24")`` and to the ``ffmpeg`` command line's rgb24: swscale's fast 4:2:0
+path gives each chroma sample to its 2x2 luma block (no interpolation).
+
+4:2:0 frames of more than 8 bits (HEVC Main10, H.264 High10, AV1 10-bit): swscale has no fast path
+for them; its generic path *interpolates* chroma (bilinear in PyAV, bicubic in the ffmpeg
+command line, whose rgb24 output then also loses levels: full white is 253), which differs from
+the 8-bit result by up to ~180 levels at sharp colour edges. vidpipe converts them with
+:func:`vidpipe.ops.color.yuv_to_rgb` (``chroma="nearest"``, rounded to nearest): the same chroma
+rule as 8-bit video and as the NVDEC path's P010 conversion, equal (within 1 level) to
+``ffmpeg -vf scale=...:flags=neighbor -pix_fmt gbrp``, and the closest of these to the source
+picture (measured in ``tests/decode/test_ffmpeg_parity.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from vidpipe.decode.base import StreamInfo
 from vidpipe.decode.probe import color_from_tags
+from vidpipe.types import ColorSpec
 
 if TYPE_CHECKING:
     import numpy as np
@@ -25,6 +36,8 @@ logger = logging.getLogger(__name__)
 _SWS_MATRIX = {"bt601": 5, "bt709": 1, "bt2020": 9}  # av.video.reformatter.Colorspace values
 _SWS_RANGE = {"limited": 1, "full": 2}  # av.video.reformatter.ColorRange MPEG / JPEG
 _GBRP_TO_RGB = (1, 2, 0)  # gbrp planes G, B, R -> channels 1, 2, 0
+#: little-endian planar 4:2:0 formats of more than 8 bits -> bits per sample
+_DEEP_420 = {f"yuv420p{bits}le": bits for bits in (9, 10, 12, 14, 16)}
 
 
 class FrameToRGB:
@@ -39,14 +52,15 @@ class FrameToRGB:
         self._local = threading.local()  # one VideoReformatter (SwsContext) per thread
         self._color_cache: dict[tuple[int, int, str], tuple[int, int]] = {}
 
-    def _sws_colors(self, frame: Any) -> tuple[int, int]:
+    def _colors(self, frame: Any) -> tuple[str, str]:
+        """``(matrix, range)`` names for ``frame``: its tags, else the stream's convention."""
         key = (int(frame.colorspace), int(frame.color_range), frame.format.name)
         hit = self._color_cache.get(key)
         if hit is None:
             spec, specified = color_from_tags(key[0], key[1], key[2], frame.height)
             matrix = spec.matrix if specified else self.info.color.matrix
             rng = spec.range if key[1] in (1, 2) or key[2].startswith("yuvj") else self.info.color.range
-            hit = (_SWS_MATRIX[matrix], _SWS_RANGE[rng])
+            hit = (matrix, rng)
             self._color_cache[key] = hit
             logger.debug("%s: %s %s -> RGB with %s %s range", self.info.source, key[2], key[:2], matrix, rng)
         return hit
@@ -59,18 +73,22 @@ class FrameToRGB:
         """
         import numpy as np
 
+        matrix, rng = self._colors(frame)
+        depth = _DEEP_420.get(frame.format.name)
+        if depth is not None:
+            _deep_420_to_rgb(frame, out, ColorSpec(matrix, rng), depth)  # type: ignore[arg-type]
+            return
         rf = getattr(self._local, "reformatter", None)
         if rf is None:
             from av.video.reformatter import VideoReformatter
 
             rf = self._local.reformatter = VideoReformatter()  # reused (PyAV 18 makes one per frame)
-        matrix, rng = self._sws_colors(frame)
         planar = rf.reformat(
             frame,
             format="gbrp",
-            src_colorspace=matrix,
-            dst_colorspace=matrix,
-            src_color_range=rng,
+            src_colorspace=_SWS_MATRIX[matrix],
+            dst_colorspace=_SWS_MATRIX[matrix],
+            src_color_range=_SWS_RANGE[rng],
             dst_color_range=_SWS_RANGE["full"],
             threads=threads,
         )
@@ -79,3 +97,20 @@ class FrameToRGB:
             rows = np.frombuffer(plane, dtype=np.uint8).reshape(plane.height, plane.line_size)
             out[channel] = rows[:h, :w]
 
+
+
+def _deep_420_to_rgb(frame: Any, out: "np.ndarray", color: ColorSpec, depth: int) -> None:
+    """A ``yuv420p10le``-like frame into ``out`` ``(3, H, W)`` uint8: nearest chroma (each sample
+    over its 2x2 luma block), exact matrix, rounded to nearest (see the module doc)."""
+    import numpy as np
+    import torch
+
+    from vidpipe.ops.color import yuv_to_rgb
+
+    y, u, v = (
+        np.frombuffer(p, dtype=np.uint16).reshape(p.height, p.line_size // 2)[:, : p.width] for p in frame.planes
+    )
+    luma = torch.from_numpy(y.astype(np.int32))[None]
+    chroma = torch.from_numpy(np.stack([u, v], axis=-1).astype(np.int32))[None]
+    rgb = yuv_to_rgb(luma, chroma, color, bit_depth=depth, rounding="nearest", chroma="nearest")
+    out[...] = rgb[0].numpy()
