@@ -90,9 +90,9 @@ def _spec_rgb_10bit(d, color: ColorSpec) -> np.ndarray:
 
 @pytest.mark.parametrize("device", device_params())
 @pytest.mark.parametrize("color", [ColorSpec("bt709", "limited"), ColorSpec("bt709", "full")], ids=str)
-def test_p010_matches_the_cpu_decoder_10bit(clips, color, device):
-    """P010 (NVDEC's 10-bit output) converts like the CPU decoder converts 10-bit frames: nearest
-    chroma, exact matrix, rounded (see vidpipe.ops.color / vidpipe.decode.rgb; the ffmpeg command
+def test_p010_follows_the_equations_10bit(clips, color, device):
+    """P010 (NVDEC's 10-bit output): nearest chroma, exact matrix, rounded, the rule the CPU decoder
+    applies to 10-bit frames too (see vidpipe.ops.color / vidpipe.decode.rgb; the ffmpeg command
     line is held against both in tests/decode/test_ffmpeg_parity.py)."""
     frames = clips(color, pix_fmt="yuv420p10le")
     assert frames[0].y.dtype.itemsize == 2 and int(frames[0].y.max()) > 255  # really 10-bit samples

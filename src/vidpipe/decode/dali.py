@@ -142,7 +142,8 @@ class DaliDecoder(Decoder):
         index = scan_stream(self.info.source)
         if any(p is None for p in index.pts):
             return []
-        return [index.seconds(p) or 0.0 for p in sorted(index.pts)]  # type: ignore[type-var]
+        shown = sorted(p for n, p in enumerate(index.pts) if n not in index.discarded)  # type: ignore[type-var]
+        return [index.seconds(p) or 0.0 for p in shown]
 
     def batches(self, batch_size: int) -> Iterator[FrameBatch]:
         """RGB ``(B, 3, H, W)`` uint8 batches on :attr:`device`, in order."""

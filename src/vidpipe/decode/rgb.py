@@ -9,11 +9,13 @@ path gives each chroma sample to its 2x2 luma block (no interpolation).
 4:2:0 frames of more than 8 bits (HEVC Main10, H.264 High10, AV1 10-bit): swscale has no fast path
 for them; its generic path *interpolates* chroma (bilinear in PyAV, bicubic in the ffmpeg
 command line, whose rgb24 output then also loses levels: full white is 253), which differs from
-the 8-bit result by up to ~180 levels at sharp colour edges. vidpipe converts them with
-:func:`vidpipe.ops.color.yuv_to_rgb` (``chroma="nearest"``, rounded to nearest): the same chroma
-rule as 8-bit video and as the NVDEC path's P010 conversion, equal (within 1 level) to
+the 8-bit result by up to ~180 levels at sharp colour edges. vidpipe gives each chroma sample to
+its 2x2 luma block itself (numpy, into a reused ``yuv444p10le`` frame) and lets swscale convert
+that 4:4:4 frame to ``gbrp``: the same chroma rule as 8-bit video and as the NVDEC path's P010
+kernels (which compute in float: within 1 level of this), bit-exact with
 ``ffmpeg -vf scale=...:flags=neighbor -pix_fmt gbrp``, and the closest of these to the source
-picture (measured in ``tests/decode/test_ffmpeg_parity.py``).
+picture (measured in ``tests/decode/test_ffmpeg_parity.py``). (PyAV's own ``POINT`` interpolation
+misplaces chroma by a sample: not usable here.)
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 from vidpipe.decode.base import StreamInfo
 from vidpipe.decode.probe import color_from_tags
-from vidpipe.types import ColorSpec
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,7 +51,7 @@ class FrameToRGB:
     def __init__(self, info: StreamInfo) -> None:
         self.info = info
         self._local = threading.local()  # one VideoReformatter (SwsContext) per thread
-        self._color_cache: dict[tuple[int, int, str], tuple[int, int]] = {}
+        self._color_cache: dict[tuple[int, int, str], tuple[str, str]] = {}
 
     def _colors(self, frame: Any) -> tuple[str, str]:
         """``(matrix, range)`` names for ``frame``: its tags, else the stream's convention."""
@@ -75,9 +76,8 @@ class FrameToRGB:
 
         matrix, rng = self._colors(frame)
         depth = _DEEP_420.get(frame.format.name)
-        if depth is not None:
-            _deep_420_to_rgb(frame, out, ColorSpec(matrix, rng), depth)  # type: ignore[arg-type]
-            return
+        if depth is not None:  # swscale would interpolate chroma: upsample it here, nearest
+            frame = _deep_444(frame, self._local, depth)
         rf = getattr(self._local, "reformatter", None)
         if rf is None:
             from av.video.reformatter import VideoReformatter
@@ -98,19 +98,35 @@ class FrameToRGB:
             out[channel] = rows[:h, :w]
 
 
-
-def _deep_420_to_rgb(frame: Any, out: "np.ndarray", color: ColorSpec, depth: int) -> None:
-    """A ``yuv420p10le``-like frame into ``out`` ``(3, H, W)`` uint8: nearest chroma (each sample
-    over its 2x2 luma block), exact matrix, rounded to nearest (see the module doc)."""
+def _upsample_into(plane: Any, chroma: "np.ndarray", h: int, w: int) -> None:
+    """Write ``chroma`` (``ceil(h/2) x ceil(w/2)``) into the full-size ``plane``, each sample over
+    its 2x2 block."""
     import numpy as np
-    import torch
 
-    from vidpipe.ops.color import yuv_to_rgb
+    dst = np.frombuffer(plane, dtype=np.uint16).reshape(plane.height, plane.line_size // 2)[:h, :w]
+    hh, ww = h // 2, w // 2
+    dst[0::2, 0::2] = chroma
+    dst[1::2, 0::2] = chroma[:hh]
+    dst[0::2, 1::2] = chroma[:, :ww]
+    dst[1::2, 1::2] = chroma[:hh, :ww]
 
-    y, u, v = (
+
+def _deep_444(frame: Any, local: Any, depth: int) -> Any:
+    """``frame`` (``yuv420p{depth}le``) as a ``yuv444p{depth}le`` frame with each chroma sample
+    over its 2x2 block (a per-thread frame, reused)."""
+    import av
+    import numpy as np
+
+    h, w = frame.height, frame.width
+    fmt = f"yuv444p{depth}le"
+    out = getattr(local, "deep444", None)
+    if out is None or (out.width, out.height, out.format.name) != (w, h, fmt):
+        out = local.deep444 = av.VideoFrame(w, h, fmt)
+    src_y, src_u, src_v = (
         np.frombuffer(p, dtype=np.uint16).reshape(p.height, p.line_size // 2)[:, : p.width] for p in frame.planes
     )
-    luma = torch.from_numpy(y.astype(np.int32))[None]
-    chroma = torch.from_numpy(np.stack([u, v], axis=-1).astype(np.int32))[None]
-    rgb = yuv_to_rgb(luma, chroma, color, bit_depth=depth, rounding="nearest", chroma="nearest")
-    out[...] = rgb[0].numpy()
+    dst_y = np.frombuffer(out.planes[0], dtype=np.uint16).reshape(h, out.planes[0].line_size // 2)
+    dst_y[:, :w] = src_y
+    _upsample_into(out.planes[1], src_u, h, w)
+    _upsample_into(out.planes[2], src_v, h, w)
+    return out

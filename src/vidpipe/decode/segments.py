@@ -63,6 +63,9 @@ class StreamIndex:
             :func:`~vidpipe.decode.fileread.block_header_size`).
         codec, extradata: the stream's codec name and header (avcC/hvcC/...), for readers that
             convert packets themselves.
+        discarded: packet numbers the demuxer flags as discarded (MP4 edit lists: the part of
+            a GOP before the edit's start, kept as references). Their frames are decoded but
+            never shown, as FFmpeg drops them; they are not frames of the stream.
     """
 
     source: str
@@ -77,6 +80,7 @@ class StreamIndex:
     block_headers: bool = False
     codec: str = ""
     extradata: bytes = field(default=b"", repr=False, compare=False)
+    discarded: frozenset[int] = field(default=frozenset(), repr=False)
 
     @property
     def packets(self) -> int:
@@ -107,6 +111,7 @@ def scan_stream(source: str | os.PathLike) -> StreamIndex:
     pts: list[int | None] = []
     dts: list[int | None] = []
     keys: list[int] = []
+    discarded: list[int] = []
     pos: list[int] = []
     size: list[int] = []
     error: Exception | None = None
@@ -123,6 +128,8 @@ def scan_stream(source: str | os.PathLike) -> StreamIndex:
                     key = pkt.is_keyframe
                     if key:
                         keys.append(number)
+                    if pkt.is_discard:
+                        discarded.append(number)
                     if ranges:
                         p = pkt.pos
                         if p is None or p < 0:
@@ -142,7 +149,7 @@ def scan_stream(source: str | os.PathLike) -> StreamIndex:
         index = StreamIndex(
             text, dmx.time_base, dmx.start_pts, tuple(pts), tuple(keys), error, tuple(dts),
             tuple(pos) if ranges else (), tuple(size) if ranges else (), blocks and ranges,
-            dmx.codec, dmx.extradata or b"",
+            dmx.codec, dmx.extradata or b"", frozenset(discarded),
         )  # fmt: skip
     logger.debug("%s: scanned %d packets, %d keyframes (byte ranges: %s)", text, index.packets, len(keys), ranges)
     return index
@@ -308,7 +315,8 @@ def plan_decode(
         return DecodePlan(index, True, ())
     if any(p is None for p in pts) or not index.keyframes:
         return _inexact(index)
-    frame_pts = sorted(pts)  # type: ignore[type-var]
+    gone = index.discarded
+    frame_pts = sorted(p for n, p in enumerate(pts) if n not in gone)  # type: ignore[type-var]
     if any(a == b for a, b in zip(frame_pts, frame_pts[1:])):
         return _inexact(index)
     key_pts = [pts[k] for k in index.keyframes]
@@ -333,6 +341,7 @@ def plan_decode(
     # last packet (decode order) to feed for a segment ending before keyframe g: the largest
     # packet number among packets shown before key_pts[g].
     by_pts = sorted(range(len(pts)), key=lambda n: pts[n])  # type: ignore[arg-type,return-value]
+    all_pts = [pts[n] for n in by_pts]  # discarded packets too: they are fed as references
     prefix_max: list[int] = []
     best = -1
     for n in by_pts:
@@ -342,7 +351,7 @@ def plan_decode(
     def last_before(g: int) -> int:
         if g >= len(key_pts):
             return len(pts) - 1
-        k = bisect.bisect_left(frame_pts, key_pts[g])  # packets with pts < key_pts[g]
+        k = bisect.bisect_left(all_pts, key_pts[g])  # packets with pts < key_pts[g]
         return prefix_max[k - 1] if k > 0 else index.keyframes[g] - 1
 
     runs: list[list[int]] = []

@@ -30,10 +30,11 @@ chroma (bilinear in PyAV, bicubic in the ``ffmpeg`` command line; vertically cen
 horizontally between left-sited samples) and carries its own small coefficient errors: at sharp
 colour edges it differs from the 8-bit rule by up to ~180 levels. vidpipe keeps the 8-bit rule
 for every depth (``chroma="auto"`` is nearest; ``"linear"`` reproduces PyAV's bilinear path) and
-rounds to nearest above 8 bits: the CPU decoder converts 10-bit 4:2:0 frames with this function
-(:mod:`vidpipe.decode.rgb`) and the NVDEC path's P010 kernels compute the same, which equals
-``ffmpeg -vf scale=...:flags=neighbor -pix_fmt gbrp`` within 1 level and is the closest to the
-source picture (``tests/decode/test_ffmpeg_parity.py`` measures both).
+rounds to nearest above 8 bits; the NVDEC path's P010 kernels compute the same. The CPU decoder
+applies the same chroma rule with swscale's arithmetic (:mod:`vidpipe.decode.rgb`), bit-exact with
+``ffmpeg -vf scale=...:flags=neighbor -pix_fmt gbrp``; this float converter is within 1 level of
+it (mean <= 0.3), and both are closer to the source picture than FFmpeg's interpolated default
+(``tests/decode/test_ffmpeg_parity.py`` measures it).
 """
 
 from __future__ import annotations
