@@ -6,6 +6,12 @@ destination: no HWC->CHW transpose. For 8-bit input the result is bit-identical 
 ``reformat(format="rgb24")`` and to the ``ffmpeg`` command line's rgb24: swscale's fast 4:2:0
 path gives each chroma sample to its 2x2 luma block (no interpolation).
 
+8-bit 4:2:0 frames of odd width or height take swscale's generic path (interpolated chroma) on the
+command line too; vidpipe then converts exactly as ``ffmpeg ... -pix_fmt rgb24`` does (packed
+``rgb24``, ``bicubic``: its default flags) and is bit-exact with it, except for streams whose
+chroma is tagged as sited (MPEG-4 Part 2: the command line passes the siting to swscale, PyAV
+cannot).
+
 4:2:0 frames of more than 8 bits (HEVC Main10, H.264 High10, AV1 10-bit): swscale has no fast path
 for them; its generic path *interpolates* chroma (bilinear in PyAV, bicubic in the ffmpeg
 command line, whose rgb24 output then also loses levels: full white is 253), which differs from
@@ -37,6 +43,8 @@ logger = logging.getLogger(__name__)
 _SWS_MATRIX = {"bt601": 5, "bt709": 1, "bt2020": 9}  # av.video.reformatter.Colorspace values
 _SWS_RANGE = {"limited": 1, "full": 2}  # av.video.reformatter.ColorRange MPEG / JPEG
 _GBRP_TO_RGB = (1, 2, 0)  # gbrp planes G, B, R -> channels 1, 2, 0
+#: 8-bit 4:2:0 formats that take swscale's generic path at odd sizes (converted as ffmpeg does)
+_ODD_420 = frozenset({"yuv420p", "yuvj420p"})
 #: little-endian planar 4:2:0 formats of more than 8 bits -> bits per sample
 _DEEP_420 = {f"yuv420p{bits}le": bits for bits in (9, 10, 12, 14, 16)}
 
@@ -83,6 +91,19 @@ class FrameToRGB:
             from av.video.reformatter import VideoReformatter
 
             rf = self._local.reformatter = VideoReformatter()  # reused (PyAV 18 makes one per frame)
+        if frame.format.name in _ODD_420 and (frame.width % 2 or frame.height % 2):
+            packed = rf.reformat(
+                frame,
+                format="rgb24",
+                src_colorspace=_SWS_MATRIX[matrix],
+                dst_colorspace=_SWS_MATRIX[matrix],
+                src_color_range=_SWS_RANGE[rng],
+                dst_color_range=_SWS_RANGE["full"],
+                interpolation="BICUBIC",
+                threads=threads,
+            )
+            out[...] = packed.to_ndarray().transpose(2, 0, 1)
+            return
         planar = rf.reformat(
             frame,
             format="gbrp",
