@@ -22,7 +22,7 @@ MISSING = ("missing", "could not be decoded", "did not come out")
 
 
 def _decode(dec, batch_size=8):
-    return [(m.index, m.pts, read_stamp(b.data[i].numpy())) for b in dec.batches(batch_size) for i, m in enumerate(b.frames)]
+    return [(m.index, m.pts, read_stamp(b.data[i].cpu().numpy())) for b in dec.batches(batch_size) for i, m in enumerate(b.frames)]
 
 
 def _warnings(caplog):
@@ -137,3 +137,20 @@ def test_constant_rate_gap_warns_and_keeps_counting(tmp_path, backend, caplog):
         assert dec.frames_missing == 3
     else:
         assert dec.timestamp_gaps == 3 and dec.frames_missing == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.nvdec
+def test_vfr_phone_clip_on_nvdec(tmp_path, caplog):
+    """The same numbering on NVDEC (segment-parallel sessions over the packet scan)."""
+    import vidpipe
+
+    caplog.set_level(logging.WARNING)
+    clip = make_video(tmp_path / "phone.mp4", frames=56, timestamps=vfr_times(56, fps=30), gop=10, width=256, height=144)
+    with vidpipe.open_video(str(clip.path), device="cuda", decoder="nvdec", strict_gpu=True) as dec:
+        got = _decode(dec)
+        missing = dec.frames_missing
+    assert [g[0] for g in got] == list(range(56)) and [g[2] for g in got] == list(range(56))
+    assert [g[1] for g in got] == pytest.approx(list(clip.pts), abs=1e-4)
+    assert missing == 0
+    assert not [w for w in _warnings(caplog) if any(m in w for m in MISSING)], _warnings(caplog)
