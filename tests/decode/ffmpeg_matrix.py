@@ -210,7 +210,8 @@ def ffmpeg_rgb(path: Path, cell: Cell, *, pix_fmt: str = "rgb24", flags: str | N
 def ffprobe_times(path: Path) -> list[float]:
     """Presentation times of the decoded frames (seconds from the stream start), in order."""
     out = subprocess.run(
-        ["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "frame=pts_time,best_effort_timestamp_time",
+        ["ffprobe", "-v", "error", "-select_streams", "v:0",
+         "-show_entries", "frame=pts_time,best_effort_timestamp_time",
          "-show_entries", "stream=start_time", "-of", "json", str(path)],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip

@@ -22,7 +22,10 @@ MISSING = ("missing", "could not be decoded", "did not come out")
 
 
 def _decode(dec, batch_size=8):
-    return [(m.index, m.pts, read_stamp(b.data[i].cpu().numpy())) for b in dec.batches(batch_size) for i, m in enumerate(b.frames)]
+    out = []
+    for b in dec.batches(batch_size):
+        out += [(m.index, m.pts, read_stamp(b.data[i].cpu().numpy())) for i, m in enumerate(b.frames)]
+    return out
 
 
 def _warnings(caplog):
@@ -149,7 +152,8 @@ def test_vfr_phone_clip_on_nvdec(tmp_path, caplog):
     import vidpipe
 
     caplog.set_level(logging.WARNING)
-    clip = make_video(tmp_path / "phone.mp4", frames=56, timestamps=vfr_times(56, fps=30), gop=10, width=256, height=144)
+    times = vfr_times(56, fps=30)
+    clip = make_video(tmp_path / "phone.mp4", frames=56, timestamps=times, gop=10, width=256, height=144)
     with vidpipe.open_video(str(clip.path), device="cuda", decoder="nvdec", strict_gpu=True) as dec:
         got = _decode(dec)
         missing = dec.frames_missing

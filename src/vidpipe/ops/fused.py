@@ -204,7 +204,8 @@ def nv12_to_rgb(
 
     Matches PyAV's ``rgb24`` of the same frames: bit for bit for 8-bit frames (swscale's
     arithmetic, see :mod:`vidpipe.ops.color`); P010 with the same nearest chroma, rounded to
-    nearest, as the CPU decoder converts 10-bit frames (:mod:`vidpipe.decode.rgb`). ``out``: optional ``(B, 3, H, W)`` uint8 tensor (any strides) to write into.
+    nearest, as the CPU decoder converts 10-bit frames (:mod:`vidpipe.decode.rgb`).
+    ``out``: optional ``(B, 3, H, W)`` uint8 tensor (any strides) to write into.
     """
     import torch
 
