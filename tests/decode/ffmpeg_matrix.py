@@ -4,8 +4,8 @@ Each :class:`Cell` is a small clip made with :func:`media.make_video` (codec, bi
 constant or variable frame rate, rotation, odd size, matrix, range, optionally a time range and a
 stride). :func:`run_cell` decodes it with a vidpipe decoder and with ``ffmpeg`` (``-fps_mode
 passthrough``, raw RGB, the colour matrix and range given explicitly on the ``scale`` filter) and
-compares frame count, order (the stamp drawn in each frame), size, timestamps (``ffprobe``) and
-pixels.
+compares frame count, order (the stamp drawn in each frame), size, timestamps (``showinfo``) and
+pixels. Only the ``ffmpeg`` executable is needed: the one on ``PATH``, or ``$FFMPEG``.
 
 References, per bit depth:
 
@@ -25,8 +25,8 @@ Run ``python tests/decode/ffmpeg_matrix.py`` to print the matrix (CPU decoders),
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -142,18 +142,29 @@ class Result:
             extra += f" | to source: vidpipe {self.src[0]:.3f}, ffmpeg default {self.src[1]:.3f}"
         return (
             f"| {self.cell.name} | {self.backend} | {'pass' if self.passed else 'FAIL'} | "
-            f"{self.frames}/{self.ffmpeg_frames} | {self.max_err} | {self.mean_err:.3f} |{extra} "
+            f"{self.frames}/{self.ffmpeg_frames} | {self.pts_err * 1000:.2f} | {self.max_err} | {self.mean_err:.3f} |{extra} "
             f"{'; '.join(self.problems)}"
         )
 
 
-HEADER = "| cell | decoder | result | frames vidpipe/ffmpeg | max err | mean err | notes\n|---|---|---|---|---|---|---"
+HEADER = (
+    "| cell | decoder | result | frames vidpipe/ffmpeg | pts err ms | max err | mean err | notes\n"
+    "|---|---|---|---|---|---|---|---"
+)
+
+
+def ffmpeg_exe() -> str | None:
+    """The ``ffmpeg`` command: ``$FFMPEG`` (any build, e.g. a static one carried to a GPU host),
+    else the one on ``PATH``."""
+    return os.environ.get("FFMPEG") or shutil.which("ffmpeg")
 
 
 def ffmpeg_missing_reason() -> str | None:
-    for tool in ("ffmpeg", "ffprobe"):
-        if shutil.which(tool) is None:
-            return f"the {tool} command line is not installed (apt-get install ffmpeg)"
+    exe = ffmpeg_exe()
+    if exe is None:
+        return "the ffmpeg command line is not installed (apt-get install ffmpeg, or set FFMPEG to a binary)"
+    if not os.access(exe, os.X_OK):
+        return f"FFMPEG={exe} is not an executable"
     return None
 
 
@@ -173,7 +184,8 @@ def make_clip(cell: Cell, folder: Path):
         return clip
     cut = folder / f"{cell.name}-cut{cell.suffix}"
     subprocess.run(
-        ["ffmpeg", "-v", "error", "-y", "-ss", str(cell.cut), "-i", str(path), "-c", "copy", str(cut)], check=True
+        [ffmpeg_exe() or "ffmpeg", "-v", "error", "-y", "-ss", str(cell.cut), "-i", str(path), "-c", "copy", str(cut)],
+        check=True,
     )
     return dataclasses.replace(clip, path=cut)
 
@@ -183,42 +195,30 @@ def _scale(cell: Cell, flags: str | None) -> str:
     return f"scale=in_color_matrix={cell.colorspace}:in_range={rng}:out_range=pc" + (f":flags={flags}" if flags else "")
 
 
-def ffmpeg_rgb(path: Path, cell: Cell, *, pix_fmt: str = "rgb24", flags: str | None = None) -> np.ndarray:
-    """``(N, H, W, 3)`` uint8 frames from the ffmpeg command line (autorotated, as players show)."""
+_SHOWINFO = re.compile(r"\bn:\s*(\d+)\s+pts:\s*(-?\d+)\s+pts_time:\s*(\S+).*?\bs:(\d+)x(\d+)")
+
+
+def ffmpeg_frames(path: Path, cell: Cell, *, pix_fmt: str = "rgb24", flags: str | None = None):
+    """``(frames (N, H, W, 3) uint8, times)`` from the ffmpeg command line: every decoded frame
+    (``-fps_mode passthrough``; autorotated, as players show it; from ``-ss START`` for cells with a
+    start), converted by the ``scale`` filter with the cell's matrix and range, and each frame's
+    presentation time in seconds from the start of the stream (``showinfo``)."""
     pre = ["-ss", str(cell.start)] if cell.start else []
-    probe = subprocess.run(
-        ["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "stream=width,height",
-         "-show_entries", "stream_side_data=rotation", "-of", "json", str(path)],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    st = json.loads(probe.stdout)["streams"][0]
-    w, h = st["width"], st["height"]
-    rot = next((int(d.get("rotation", 0)) for d in st.get("side_data_list", []) if "rotation" in d), 0)
-    if rot % 180:
-        w, h = h, w
-    out = subprocess.run(
-        ["ffmpeg", "-v", "error", *pre, "-i", str(path), "-map", "0:v:0", "-fps_mode", "passthrough",
-         "-vf", _scale(cell, flags), "-pix_fmt", pix_fmt, "-f", "rawvideo", "-"],
+    proc = subprocess.run(
+        [ffmpeg_exe() or "ffmpeg", "-nostats", "-hide_banner", "-v", "info", *pre, "-i", str(path), "-map", "0:v:0",
+         "-fps_mode", "passthrough", "-vf", f"{_scale(cell, flags)},showinfo", "-pix_fmt", pix_fmt,
+         "-f", "rawvideo", "-"],
         capture_output=True, check=True,
-    ).stdout  # fmt: skip
-    a = np.frombuffer(out, np.uint8)
+    )  # fmt: skip
+    info = [m.groups() for m in map(_SHOWINFO.search, proc.stderr.decode(errors="replace").splitlines()) if m]
+    if not info:
+        return np.zeros((0, 1, 1, 3), np.uint8), []
+    w, h = int(info[0][3]), int(info[0][4])
+    times = [float(t) + (cell.start or 0.0) for _, _, t, _, _ in info]  # -ss shifts times to 0
+    a = np.frombuffer(proc.stdout, np.uint8)
     if pix_fmt == "rgb24":
-        return a.reshape(-1, h, w, 3)
-    return a.reshape(-1, 3, h, w)[:, [2, 0, 1]].transpose(0, 2, 3, 1)  # gbrp planes G, B, R
-
-
-def ffprobe_times(path: Path) -> list[float]:
-    """Presentation times of the decoded frames (seconds from the stream start), in order."""
-    out = subprocess.run(
-        ["ffprobe", "-v", "error", "-select_streams", "v:0",
-         "-show_entries", "frame=pts_time,best_effort_timestamp_time",
-         "-show_entries", "stream=start_time", "-of", "json", str(path)],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    data = json.loads(out)
-    start = float(data["streams"][0].get("start_time") or 0.0)
-    times = [float(f.get("pts_time", f.get("best_effort_timestamp_time"))) - start for f in data["frames"]]
-    return sorted(times)
+        return a.reshape(-1, h, w, 3), times
+    return a.reshape(-1, 3, h, w)[:, [2, 0, 1]].transpose(0, 2, 3, 1), times  # gbrp planes G, B, R
 
 
 def decode_vidpipe(path: Path, cell: Cell, backend: str):
@@ -260,10 +260,9 @@ def run_cell(cell: Cell, folder: Path, backend: str = "pyav", clip=None) -> Resu
     clip = clip or make_clip(cell, folder)
     res = Result(cell, backend)
     deep = cell.bits > 8
-    ref_all = ffmpeg_rgb(clip.path, cell, pix_fmt="gbrp" if deep else "rgb24", flags="neighbor" if deep else None)
-    times_all = ffprobe_times(clip.path)
-    if cell.start:
-        times_all = [t for t in times_all if t >= cell.start - 1e-6]
+    ref_all, times_all = ffmpeg_frames(
+        clip.path, cell, pix_fmt="gbrp" if deep else "rgb24", flags="neighbor" if deep else None
+    )
     keep = list(range(0, len(ref_all), cell.frame_skip))
     ref = ref_all[keep]
     got, idx, pts = decode_vidpipe(clip.path, cell, backend)
@@ -278,9 +277,11 @@ def run_cell(cell: Cell, folder: Path, backend: str = "pyav", clip=None) -> Resu
     if not res.index_ok:
         res.problems.append(f"frame numbers {idx[:8]}..., expected {keep[:8]}...")
     n = min(len(got), len(ref))
-    if len(times_all) >= len(ref_all) and n:
+    if len(times_all) != len(ref_all):
+        res.problems.append(f"ffmpeg printed {len(times_all)} frame times for {len(ref_all)} frames")
+    elif n:
         want_t = [times_all[k] for k in keep[:n]]
-        res.pts_err = max(abs(a - b) for a, b in zip(pts[:n], want_t))
+        res.pts_err = max(abs((a if a is not None else -1.0) - b) for a, b in zip(pts[:n], want_t))
         if res.pts_err > 1.5e-3:
             res.problems.append(f"timestamps off by {res.pts_err:.4f}s")
     first = int(np.ceil(cell.start * 25 - 1e-9)) if cell.start and not cell.vfr else None
@@ -305,7 +306,7 @@ def run_cell(cell: Cell, folder: Path, backend: str = "pyav", clip=None) -> Resu
         if res.max_err > limit[0] or res.mean_err > limit[1]:
             res.problems.append(f"pixels off (limit max {limit[0]}, mean {limit[1]})")
         if deep:
-            default = ffmpeg_rgb(clip.path, cell)[keep][:n]
+            default = ffmpeg_frames(clip.path, cell)[0][keep][:n]
             res.vs_default = _err(got[:n], default)
             if cell.rotation == 0 and cell.start is None and cell.frame_skip == 1:
                 src = np.stack([clip.rgb(i) for i in range(n)])
