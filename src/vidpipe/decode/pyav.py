@@ -76,8 +76,8 @@ class PyAVDecoder(Decoder):
 
     Counters: ``frames_decoded`` (frames the codec produced, kept or not), ``frames_delivered``,
     ``frames_corrupt`` (frames FFmpeg flagged as concealed), ``frames_missing`` (packets that
-    gave no frame, plus gaps in the timestamps of a constant-rate stream; see
-    :mod:`vidpipe.decode.timing`).
+    gave no frame: damaged data), ``timestamp_gaps`` (frames a constant-rate stream's timestamps
+    skip: missing from the file); see :mod:`vidpipe.decode.timing`.
     """
 
     name = "pyav"
@@ -107,6 +107,7 @@ class PyAVDecoder(Decoder):
         self.frames_delivered = 0
         self.frames_corrupt = 0
         self.frames_missing = 0
+        self.timestamp_gaps = 0
         self._container: Any = None
         self._failure: BaseException | None = None
         self._to_rgb = FrameToRGB(self.info)
@@ -177,7 +178,7 @@ class PyAVDecoder(Decoder):
         restart = yield from self._frames_from(seek=seek)
         if restart:  # the seek failed or overshot the start time: decode from the beginning instead
             logger.debug("%s: cannot seek to %.3fs; decoding from the start", self.info.source, self.options.start)
-            self.frames_decoded = self.frames_corrupt = self.frames_missing = 0
+            self.frames_decoded = self.frames_corrupt = self.frames_missing = self.timestamp_gaps = 0
             yield from self._frames_from(seek=False)
 
     def _frames_from(self, *, seek: bool) -> Iterator[tuple[Any, int, float | None]]:
@@ -260,7 +261,8 @@ class PyAVDecoder(Decoder):
                 "%d time(s), first before t=%.3fs",
                 self.info.source, gaps.missing, gaps.interval, gaps.gaps, gaps.first_at,
             )  # fmt: skip
-        self.frames_missing = lost + gaps.missing
+        self.frames_missing = lost
+        self.timestamp_gaps = gaps.missing
 
     def _check_complete(self, last_index: int, last_pts: float | None, kept: int) -> None:
         """Mark the result partial when a clean end of stream comes well before the end the
@@ -301,6 +303,7 @@ class PyAVDecoder(Decoder):
         batch_size = check_range("batch_size", batch_size, low=1, integer=True)
         self.error = None
         self.frames_decoded = self.frames_delivered = self.frames_corrupt = self.frames_missing = 0
+        self.timestamp_gaps = 0
         reuse = self.options.reuse_buffers or self.device.type != "cpu"
         ring = _BufferRing(pinned=self.device.type == "cuda", reuse=reuse)
         buf, view, metas, size, pending = None, None, [], None, []
