@@ -152,3 +152,18 @@ def test_scan_records_verified_byte_ranges(make_clip, suffix, codec, ranges):
             f.seek(index.pos[n] + skip)
             assert f.read(index.size[n]) == bytes(pkt)
     assert index.block_headers == (suffix in (".mkv", ".webm")) and os.path.getsize(clip.path) > max(index.pos)
+
+
+def test_discarded_packets_are_fed_but_not_frames():
+    """An MP4 edit list that starts mid-GOP: the packets before its start are flagged discarded
+    (FFmpeg decodes them as references and drops their frames). They are not numbered or
+    delivered, but the segment that needs them still feeds them."""
+    # decode order: I(-4) P(-1) B(-3) B(-2) P(2) B(0) B(1) | I(3) P(6) B(4) B(5)
+    pts = [-4, -1, -3, -2, 2, 0, 1, 3, 6, 4, 5]
+    index = StreamIndex("synthetic", Fraction(1, 25), 0, tuple(pts), (0, 7), discarded=frozenset({0, 1, 2, 3}))
+    plan = plan_decode(index, target_frames=1)
+    assert plan.exact and plan.total == 7 and plan.wanted == tuple(range(7))
+    assert plan.frame_pts == (0, 1, 2, 3, 4, 5, 6)
+    a, b = plan.segments
+    assert a.first_packet == 0 and a.positions == (0, 3)  # fed from the discarded keyframe
+    assert b.first_packet == 7 and b.positions == (3, 7)
