@@ -135,21 +135,21 @@ class Result:
         return not self.problems
 
     def row(self) -> str:
-        extra = ""
+        notes = list(self.problems)
         if self.vs_default is not None:
-            extra += f" | vs ffmpeg default rgb24 {self.vs_default[0]}/{self.vs_default[1]:.3f}"
+            notes.append(f"vs ffmpeg's default rgb24 {self.vs_default[0]}/{self.vs_default[1]:.3f}")
         if self.src is not None:
-            extra += f" | to source: vidpipe {self.src[0]:.3f}, ffmpeg default {self.src[1]:.3f}"
+            notes.append(f"mean error to the source: vidpipe {self.src[0]:.3f}, ffmpeg default {self.src[1]:.3f}")
         return (
             f"| {self.cell.name} | {self.backend} | {'pass' if self.passed else 'FAIL'} | "
-            f"{self.frames}/{self.ffmpeg_frames} | {self.pts_err * 1000:.2f} | {self.max_err} | {self.mean_err:.3f} |{extra} "
-            f"{'; '.join(self.problems)}"
+            f"{self.frames}/{self.ffmpeg_frames} | {self.pts_err * 1000:.2f} | {self.max_err} | {self.mean_err:.3f} | "
+            f"{'; '.join(notes)} |"
         )
 
 
 HEADER = (
-    "| cell | decoder | result | frames vidpipe/ffmpeg | pts err ms | max err | mean err | notes\n"
-    "|---|---|---|---|---|---|---|---"
+    "| cell | decoder | result | frames vidpipe/ffmpeg | pts err ms | max err | mean err | notes |\n"
+    "|---|---|---|---|---|---|---|---|"
 )
 
 
