@@ -35,6 +35,7 @@ __all__ = [
     "Clip",
     "make_video",
     "make_size_change",
+    "vfr_times",
     "make_audio",
     "make_empty",
     "make_text",
@@ -75,6 +76,7 @@ _TAGS = {  # colorspace (AVColorSpace), primaries (AVColorPrimaries), transfer (
     "bt709": (1, 1, 1),
     "bt2020": (9, 9, 14),  # BT.2020 NCL, BT.2020 primaries, BT.2020 10-bit transfer
 }
+_VFR_CLOCK = 90000  # ticks per second of variable-rate clips (the MP4 video convention)
 _RANGE_TAG = {"limited": 1, "full": 2}  # AVCOL_RANGE_MPEG, AVCOL_RANGE_JPEG
 _SPACE_NAMES = {1: "bt709", 5: "bt601", 6: "bt601", 9: "bt2020", 10: "bt2020"}
 
@@ -308,6 +310,7 @@ def make_video(
     faststart: bool = False,
     audio: bool = False,
     rotation: int = 0,
+    timestamps: tuple[float, ...] | None = None,
 ) -> Clip:
     """Encode a clip of ``frames`` frames and return what a decoder must find in it.
 
@@ -320,8 +323,17 @@ def make_video(
     (degrees counter-clockwise) writes a display matrix (MP4/MOV). ``gop``: distance between
     keyframes; ``bframes``: consecutive B-frames allowed (h264/hevc). Odd sizes need an
     encoder/pix_fmt allowing them (4:4:4, vp9, av1, mpeg4, mjpeg).
+
+    ``timestamps``: variable frame rate, like a phone: the presentation time of each frame in
+    seconds (increasing, one per frame; ``frames`` is then ``len(timestamps)``), written on a
+    1/90000 s time base (MP4/MOV keep it; Matroska rounds to 1 ms). ``fps`` stays the nominal
+    rate given to the encoder. See :func:`vfr_times`.
     """
     path = Path(path)
+    if timestamps is not None:
+        frames = len(timestamps)
+        if any(b <= a for a, b in zip(timestamps, timestamps[1:])) or (timestamps and timestamps[0] < 0):
+            raise ValueError("timestamps must be increasing and non-negative")
     if codec not in _ENCODERS:
         raise ValueError(f"codec={codec!r}; expected one of {sorted(_ENCODERS)}")
     encoder = _pick_encoder(codec)
@@ -348,7 +360,10 @@ def make_video(
         if rotation:
             stream.set_display_rotation(rotation)
         cc = stream.codec_context
-        cc.time_base = 1 / rate
+        tick = 1 / rate if timestamps is None else Fraction(1, _VFR_CLOCK)
+        cc.time_base = tick
+        if timestamps is not None:
+            stream.time_base = tick
         cc.gop_size = gop
         if codec == "mpeg4":
             bframes = 0  # AVI cannot carry reordered timestamps; keep MPEG-4 Part 2 clips simple
@@ -371,8 +386,8 @@ def make_video(
                 frame.colorspace = 2  # unspecified
                 if codec != "mjpeg":
                     frame.color_range = 0
-            frame.pts = i
-            frame.time_base = 1 / rate
+            frame.pts = i if timestamps is None else round(timestamps[i] * _VFR_CLOCK)
+            frame.time_base = tick
             for packet in stream.encode(frame):
                 out.mux(packet)
         for packet in stream.encode():
@@ -396,11 +411,25 @@ def make_video(
         colorspace=colorspace,
         color_range=color_range,
         pattern=pattern,
-        pts=tuple(float(i / rate) for i in range(frames)),
+        pts=tuple(float(i / rate) for i in range(frames))
+        if timestamps is None
+        else tuple(round(t * _VFR_CLOCK) / _VFR_CLOCK for t in timestamps),
         keyframes=tuple(range(0, frames, gop)) if codec != "mjpeg" else tuple(range(frames)),
         boxes=tuple(boxes) if pattern == "boxes" else (),
         sizes=((width, height),) * frames,
     )
+
+
+def vfr_times(frames: int, *, fps: float = 30.0, seed: int = 0) -> tuple[float, ...]:
+    """Phone-style variable-rate timestamps (seconds) for ``frames`` frames: intervals of 1, 1.5,
+    2 or 3 nominal frame durations at ``fps`` (a camera slowing down in low light, dropping to
+    half rate and back), starting at 0; reproducible from ``seed``."""
+    rng = np.random.default_rng(seed)
+    steps = rng.choice([1.0, 1.0, 1.5, 2.0, 3.0], size=max(0, frames - 1))
+    out = [0.0]
+    for s in steps:
+        out.append(out[-1] + float(s) / fps)
+    return tuple(round(t, 6) for t in out)
 
 
 def make_size_change(

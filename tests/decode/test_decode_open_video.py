@@ -23,7 +23,8 @@ def test_open_video_options(make_clip):
     clip = make_clip(".mp4", frames=30, gop=10, width=160, height=96)
     with vidpipe.open_video(str(clip.path), device="cpu", frame_skip=2, start=0.2, end=1.0, max_frames=5) as video:
         frames = [(m.index, read_stamp(b.data[i].numpy())) for b in video for i, m in enumerate(b.frames)]
-    assert frames == [(6, 6), (8, 8), (10, 10), (12, 12), (14, 14)]
+    # start=0.2 s is frame 5 of the file, frame 0 of the range; the stride counts in the range
+    assert frames == [(0, 5), (2, 7), (4, 9), (6, 11), (8, 13)]
 
 
 @pytest.mark.parametrize(

@@ -81,8 +81,9 @@ def test_large_stride_skips_whole_gops(make_clip):
 def test_time_range_plans_only_needed_keyframes(make_clip):
     clip = make_clip(".mp4", frames=60, gop=10, fps=25)
     index = scan_stream(clip.path)
-    plan = plan_decode(index, DecodeOptions(start=1.0, end=1.6))  # frames 25..39
-    assert plan.wanted == tuple(range(25, 40))
+    plan = plan_decode(index, DecodeOptions(start=1.0, end=1.6))  # frames 25..39 of the file
+    assert plan.wanted == tuple(range(15))  # numbered within the range
+    assert [index.seconds(p) for p in sorted(plan.position_of, key=plan.position_of.get)][0] == 1.0
     assert plan.segments[0].first_packet == 20  # the keyframe before frame 25
     assert plan.decoded_packets == 20  # GOPs 2 and 3 only
     plan = plan_decode(index, DecodeOptions(max_frames=5, frame_skip=2))
@@ -118,11 +119,13 @@ def test_missing_or_repeated_timestamps_give_an_inexact_plan():
 
 
 def test_variable_frame_rate_numbers_by_rank(make_clip):
-    # index = rank of the timestamp, whatever the spacing
+    # index = rank of the timestamp within the range, whatever the spacing
     pts = [0, 1, 5, 6, 20, 21]
-    plan = plan_decode(_index(pts, keys=[0, 4], tb=Fraction(1, 10)), DecodeOptions(start=0.5))
-    assert plan.wanted == (2, 3, 4, 5)
-    assert [plan.index_of[p] for p in pts] == list(range(6))
+    plan = plan_decode(_index(pts, keys=[0, 4], tb=Fraction(1, 10)))
+    assert plan.wanted == (0, 1, 2, 3, 4, 5)
+    plan = plan_decode(_index(pts, keys=[0, 4], tb=Fraction(1, 10)), DecodeOptions(start=0.5, frame_skip=2))
+    assert plan.wanted == (0, 2)
+    assert [plan.index_of[p] for p in pts] == [-2, -1, 0, 1, 2, 3]
 
 
 @pytest.mark.parametrize("suffix,codec,ranges", [(".mp4", "h264", True), (".mov", "h264", True),
@@ -149,3 +152,18 @@ def test_scan_records_verified_byte_ranges(make_clip, suffix, codec, ranges):
             f.seek(index.pos[n] + skip)
             assert f.read(index.size[n]) == bytes(pkt)
     assert index.block_headers == (suffix in (".mkv", ".webm")) and os.path.getsize(clip.path) > max(index.pos)
+
+
+def test_discarded_packets_are_fed_but_not_frames():
+    """An MP4 edit list that starts mid-GOP: the packets before its start are flagged discarded
+    (FFmpeg decodes them as references and drops their frames). They are not numbered or
+    delivered, but the segment that needs them still feeds them."""
+    # decode order: I(-4) P(-1) B(-3) B(-2) P(2) B(0) B(1) | I(3) P(6) B(4) B(5)
+    pts = [-4, -1, -3, -2, 2, 0, 1, 3, 6, 4, 5]
+    index = StreamIndex("synthetic", Fraction(1, 25), 0, tuple(pts), (0, 7), discarded=frozenset({0, 1, 2, 3}))
+    plan = plan_decode(index, target_frames=1)
+    assert plan.exact and plan.total == 7 and plan.wanted == tuple(range(7))
+    assert plan.frame_pts == (0, 1, 2, 3, 4, 5, 6)
+    a, b = plan.segments
+    assert a.first_packet == 0 and a.positions == (0, 3)  # fed from the discarded keyframe
+    assert b.first_packet == 7 and b.positions == (3, 7)

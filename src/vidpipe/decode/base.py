@@ -61,11 +61,16 @@ class DecodeOptions:
     """Which frames to deliver. Frames outside the selection are never converted or kept.
 
     Attributes:
-        frame_skip: keep every ``frame_skip``-th frame (1 keeps all). Kept frames keep their
-            original indices (0, N, 2N, ...).
+        frame_skip: keep every ``frame_skip``-th decoded frame of the selected range (1 keeps
+            all). Kept frames keep their numbers in the range (0, N, 2N, ...).
         max_frames: stop after this many *kept* frames (``None``: no limit).
-        start: first presentation time in seconds to keep (``None``: from the beginning).
+        start: first presentation time in seconds to keep (``None``: from the beginning). The
+            first frame at or after it is frame 0 of the range.
         end: presentation time in seconds at which to stop, exclusive (``None``: to the end).
+
+    Frame numbers (``FrameMeta.index``) are positions in the selected range, in presentation
+    order (FFmpeg's ``n``; ``ffmpeg -ss START -i FILE`` numbers the same way), never derived
+    from timestamps; ``FrameMeta.pts`` is the presentation time.
         stream_id: the label every backend writes into ``FrameMeta.stream_id`` (the position of
             the source in a multi-source run).
         reuse_buffers: allow a backend to recycle the memory of a batch once the next batch is
@@ -103,10 +108,8 @@ class DecodeOptions:
             raise ConfigError(f"invalid time range: end={self.end} must be after start={self.start}")
 
     def wants(self, index: int, pts: float | None) -> bool | None:
-        """``True`` to keep frame ``index`` at ``pts``, ``False`` to skip it, ``None`` once past ``end``.
-
-        The stride counts from frame 0 of the source, so indices are stable whatever ``start`` is.
-        """
+        """``True`` to keep frame ``index`` (its number in the range) at ``pts``, ``False`` to skip
+        it, ``None`` once past ``end``. The stride counts from frame 0 of the range."""
         if pts is not None:
             if self.end is not None and pts >= self.end:
                 return None

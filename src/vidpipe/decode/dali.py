@@ -6,9 +6,12 @@ against about 3,000 for vidpipe's segment-parallel NVDEC path). It exists as a p
 ``vidpipe bench decode`` and for users who already run DALI pipelines.
 
 Output: RGB ``(B, 3, H, W)`` uint8 batches on the GPU, converted by DALI (its own colour
-handling: vidpipe does not control the matrix or range here). The reader needs a constant frame
-rate; frame numbers count from 0 in steps of ``frame_skip``; ``start``/``end``/``max_frames`` are
-applied to those numbers and the stream's frame rate after decoding. Not verified on a machine
+handling: vidpipe does not control the matrix or range here). The reader outputs every
+``frame_skip``-th frame in presentation order; each frame's time is looked up in a demux scan of
+the file (the sorted packet timestamps: true times on variable frame rate too), and frames are
+numbered within the selected range like every other backend (0 = the first frame at or after
+``start``; with ``start`` and a stride the reader decodes every frame so the stride counts from
+the range's first frame). Not verified on a machine
 with DALI in this project's runs (DALI was not installed on the GPU hosts used).
 """
 
@@ -108,7 +111,7 @@ class DaliDecoder(Decoder):
         dali = _dali()
         from nvidia.dali import fn, pipeline_def
 
-        stride = self.options.frame_skip
+        stride = self.options.frame_skip if not self.options.start else 1
 
         @pipeline_def(
             batch_size=1, num_threads=self.num_threads, device_id=self.device.index or 0, prefetch_queue_depth=2
@@ -131,6 +134,17 @@ class DaliDecoder(Decoder):
         logger.debug("DALI %s pipeline built for %s", getattr(dali, "__version__", "?"), self.info.source)
         return p
 
+    def _times(self) -> list[float]:
+        """Presentation time (seconds) of every frame in order, from a demux scan (empty when the
+        packets lack timestamps)."""
+        from vidpipe.decode.segments import scan_stream
+
+        index = scan_stream(self.info.source)
+        if any(p is None for p in index.pts):
+            return []
+        shown = sorted(p for n, p in enumerate(index.pts) if n not in index.discarded)  # type: ignore[type-var]
+        return [index.seconds(p) or 0.0 for p in shown]
+
     def batches(self, batch_size: int) -> Iterator[FrameBatch]:
         """RGB ``(B, 3, H, W)`` uint8 batches on :attr:`device`, in order."""
         import torch
@@ -138,7 +152,13 @@ class DaliDecoder(Decoder):
 
         opts = self.options
         fps = self.info.fps or 0.0
-        total = self.info.frame_count if self.info.frame_count_exact else None
+        times = self._times()
+        first = 0  # file position of frame 0 of the range
+        if opts.start:
+            while first < len(times) and times[first] < opts.start:
+                first += 1
+        stride = 1 if opts.start else opts.frame_skip
+        total = len(times) if times else (self.info.frame_count if self.info.frame_count_exact else None)
         p = self._pipeline(batch_size)
         sequences = int(next(iter(p.epoch_size().values())))
         kept = 0
@@ -151,16 +171,22 @@ class DaliDecoder(Decoder):
             frames = buf[0]
             metas, rows, done = [], [], False
             for j in range(frames.shape[0]):
-                index = (s * batch_size + j) * opts.frame_skip
-                want = None if total is not None and index >= total else opts.wants(index, index / fps if fps else None)
-                if want is None:  # padding after the last frame, or past ``end``
+                position = (s * batch_size + j) * stride  # in the file
+                if total is not None and position >= total:  # padding after the last frame
                     done = True
                     break
                 self.frames_decoded += 1
+                if position < first:
+                    continue
+                index = position - first
+                pts = times[position] if position < len(times) else (position / fps if fps else None)
+                want = opts.wants(index, pts)
+                if want is None:  # past ``end``
+                    done = True
+                    break
                 if not want:
                     continue
                 rows.append(j)
-                pts = index / fps if fps else None
                 metas.append(FrameMeta(self.info.source, self.stream_id, index, pts, frames.shape[1], frames.shape[2]))
                 if opts.max_frames is not None and kept + len(metas) >= opts.max_frames:
                     done = True

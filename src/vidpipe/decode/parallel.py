@@ -143,6 +143,7 @@ class SegmentParallelDecoder(Decoder):
         self.frames_decoded = 0
         self.frames_delivered = 0
         self.frames_missing = 0
+        self.timestamp_gaps = 0  # frames a constant-rate stream's timestamps say the file lacks
         self.bytes_host_to_device = 0
         self.bytes_device_to_host = 0  # decoded frames never go to the host on the GPU path
         self.workers_used = 0
@@ -166,6 +167,7 @@ class SegmentParallelDecoder(Decoder):
             "frames_decoded": self.frames_decoded,
             "frames_delivered": self.frames_delivered,
             "frames_missing": self.frames_missing,
+            "timestamp_gaps": self.timestamp_gaps,
             "packets_decoded_planned": plan.decoded_packets if plan else 0,
             "packets_total": plan.index.packets if plan else 0,
             "bytes_host_to_device": self.bytes_host_to_device,
@@ -211,18 +213,28 @@ class SegmentParallelDecoder(Decoder):
             # holds about two segments per worker), and at least ~3 segments per worker for balance
             k = self.workers
             target = self.segment_frames or max(1, min(window // (2 * k), -(-self.index.packets // (3 * k))))
-        plan = plan_decode(self.index, self.options, target_frames=target, cfr_fps=self._cfr_fps())
+        plan = plan_decode(self.index, self.options, target_frames=target)
         if not plan.exact and plan.segments:
             plan = DecodePlan(plan.index, False, plan.segments, decoded_packets=plan.decoded_packets)
         return plan
 
-    def _cfr_fps(self) -> float | None:
-        """The frame rate when the stream looks constant-rate (average and base rate agree, as
-        the PyAV backend decides), else ``None``."""
-        fps, base = self.info.fps, self.info.extra.get("base_rate")
-        if fps and base and abs(fps / base - 1.0) < 0.01:
-            return fps
-        return None
+    def _check_timestamps(self, plan: DecodePlan) -> None:
+        """Warn when a constant-rate stream's timestamps skip frames in the selected range (frames
+        missing from the file; variable frame rate is never reported), see
+        :func:`~vidpipe.decode.timing.timestamp_gaps`. Sets ``timestamp_gaps``."""
+        from vidpipe.decode.timing import timestamp_gaps
+
+        start, end = self.options.start, self.options.end
+        times = [t for t in map(plan.index.seconds, plan.frame_pts) if t is not None]
+        times = [t for t in times if (start is None or t >= start) and (end is None or t < end)]
+        gaps = timestamp_gaps(times)
+        self.timestamp_gaps = gaps.missing
+        if gaps.missing:
+            logger.warning(
+                "%s: %d frame(s) missing from the file: its constant-rate timestamps (every %.4fs) skip "
+                "%d time(s), first before t=%.3fs",
+                self.info.source, gaps.missing, gaps.interval, gaps.gaps, gaps.first_at,
+            )  # fmt: skip
 
     def _window(self, batch_size: int) -> int:
         if self.window is not None:
@@ -249,6 +261,7 @@ class SegmentParallelDecoder(Decoder):
         self.fallbacks = []
         self._reset_counters()
         self.plan = plan = self._make_plan(batch_size)
+        self._check_timestamps(plan)
         if self.index is not None and self.index.error is not None:
             self._errors.append(str(self.index.error))
         elif self.index is not None and (short := self._truncated(self.index)):

@@ -11,12 +11,12 @@ GIL). Batch buffers are recycled when the caller allows it (``DecodeOptions.reus
 when they are only a pinned staging area for a CUDA device: a fresh 200 MB buffer per batch of
 32 1080p frames costs more in page faults than the decoding itself.
 
-Frame numbering (``FrameMeta.index``): frames are counted in presentation order from the first
-frame of the stream. After a seek (``start``) the count restarts from the first frame's
-timestamp, ``round((pts - stream_start) * fps)``, exact for constant frame rate streams. When a
-constant-rate stream skips timestamps (frames lost to corrupt data), the count follows the
-timestamps, so indices keep matching the source's frame numbers. ``FrameMeta.pts`` is in seconds
-from the start of the stream (the first frame of most files is at 0).
+Frame numbering (``FrameMeta.index``): the frame's position in the selected range, in
+presentation order: 0, 1, 2, ... from the first frame at or after ``start`` (the first frame of
+the stream without it), as FFmpeg's ``n`` counts (``ffmpeg -ss START -i FILE`` numbers from 0
+too), on constant and variable frame rate alike; never derived from timestamps (see
+:mod:`vidpipe.decode.timing`). ``FrameMeta.pts`` is the presentation time in seconds from the
+start of the stream (the first frame of most files is at 0).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from vidpipe.decode.base import DecodeOptions, Decoder, StreamInfo
 from vidpipe.decode.probe import discard_other_streams, open_input, probe, to_fraction
 from vidpipe.decode.rgb import FrameToRGB
+from vidpipe.decode.timing import FrameNumbers, timestamp_gaps
 from vidpipe.errors import DecodeError
 from vidpipe.types import FrameBatch, FrameMeta
 
@@ -74,8 +75,9 @@ class PyAVDecoder(Decoder):
         stream_id: written into every :class:`FrameMeta`.
 
     Counters: ``frames_decoded`` (frames the codec produced, kept or not), ``frames_delivered``,
-    ``frames_corrupt`` (frames FFmpeg flagged as concealed), ``frames_missing`` (gaps in the
-    timestamps of a constant-rate stream).
+    ``frames_corrupt`` (frames FFmpeg flagged as concealed), ``frames_missing`` (packets that
+    gave no frame: damaged data), ``timestamp_gaps`` (frames a constant-rate stream's timestamps
+    skip: missing from the file); see :mod:`vidpipe.decode.timing`.
     """
 
     name = "pyav"
@@ -105,6 +107,7 @@ class PyAVDecoder(Decoder):
         self.frames_delivered = 0
         self.frames_corrupt = 0
         self.frames_missing = 0
+        self.timestamp_gaps = 0
         self._container: Any = None
         self._failure: BaseException | None = None
         self._to_rgb = FrameToRGB(self.info)
@@ -143,9 +146,10 @@ class PyAVDecoder(Decoder):
 
     # ------------------------------------------------------------------------------ decoding
 
-    def _decoded(self, container: Any, stream: Any) -> Iterator[Any]:
-        """Decoded frames in presentation order. A decode or demux error ends the stream: the
-        frames the codec still holds are drained and the error is left in ``self._failure``."""
+    def _decoded(self, container: Any, stream: Any, numbers: FrameNumbers, seconds: Any) -> Iterator[Any]:
+        """Decoded frames in presentation order; every packet's time goes to ``numbers`` first.
+        A decode or demux error ends the stream: the frames the codec still holds are drained and
+        the error is left in ``self._failure``."""
         import av
 
         self._failure = None
@@ -153,6 +157,8 @@ class PyAVDecoder(Decoder):
             for packet in container.demux(stream):
                 if packet.size == 0:
                     continue
+                if not packet.is_discard:  # frames of discarded packets never come out (edit lists)
+                    numbers.packet(seconds(packet.pts))
                 try:
                     frames = stream.decode(packet)
                 except av.error.FFmpegError as exc:
@@ -172,16 +178,22 @@ class PyAVDecoder(Decoder):
         restart = yield from self._frames_from(seek=seek)
         if restart:  # the seek failed or overshot the start time: decode from the beginning instead
             logger.debug("%s: cannot seek to %.3fs; decoding from the start", self.info.source, self.options.start)
-            self.frames_decoded = self.frames_corrupt = self.frames_missing = 0
+            self.frames_decoded = self.frames_corrupt = self.frames_missing = self.timestamp_gaps = 0
             yield from self._frames_from(seek=False)
 
     def _frames_from(self, *, seek: bool) -> Iterator[tuple[Any, int, float | None]]:
-        """Body of :meth:`_frames`; returns ``True`` when a seek overshot and it must start over."""
+        """Body of :meth:`_frames`; returns ``True`` when a seek overshot and it must start over.
+
+        Frames are numbered by :class:`~vidpipe.decode.timing.FrameNumbers`: their position in the
+        selected range (from ``start``), never from their timestamps."""
         opts = self.options
         container, stream = self._open()
         tb = to_fraction(stream.time_base) or self.info.time_base
         start_pts = int(stream.start_time or 0)
-        fps = self.info.fps
+
+        def seconds(ts: int | None) -> float | None:
+            return None if ts is None else float((ts - start_pts) * tb)
+
         if seek:
             import av
 
@@ -189,28 +201,29 @@ class PyAVDecoder(Decoder):
                 container.seek(start_pts + int(opts.start / tb), stream=stream, backward=True, any_frame=False)
             except av.error.FFmpegError:  # not seekable (a live stream, a pipe): read up to `start`
                 return True
-        cfr = bool(fps) and _constant_rate(stream)
-        index, prev_pts, kept = -1, None, 0
-        for frame in self._decoded(container, stream):
+        numbers = FrameNumbers(opts.start)
+        index, first, kept, times, past_end = -1, True, 0, [], False
+        for frame in self._decoded(container, stream, numbers, seconds):
             self.frames_decoded += 1
-            pts = None if frame.pts is None else float((frame.pts - start_pts) * tb)
-            if seek and index < 0:
-                if pts is None or not fps or pts > opts.start + 0.5 / fps:
-                    return True  # no timestamp to number frames from, or landed after the start
-                index = int(round(pts * fps))  # first frame after a seek: number from its timestamp
-            elif cfr and pts is not None and prev_pts is not None and (step := round((pts - prev_pts) * fps)) >= 2:
-                self._note_missing(step - 1, pts)
-                index += step
-            else:
-                index += 1
-            prev_pts = pts if pts is not None else prev_pts
+            pts = seconds(frame.pts)
+            if seek and first:
+                first = False
+                if pts is None or pts > opts.start + 1e-6:
+                    return True  # no timestamp to start the range from, or landed after the start
+            number = numbers.frame(pts)
+            if number is None:
+                continue  # before `start`
+            index = number
+            if pts is not None:
+                times.append(pts)
             if frame.is_corrupt:
                 self.frames_corrupt += 1
                 if self.frames_corrupt == 1:
                     logger.warning("%s: frame %d is damaged (FFmpeg concealed errors)", self.info.source, index)
             want = opts.wants(index, pts)
             if want is None:
-                return False  # past `end`
+                past_end = True
+                break
             if not want:
                 continue
             yield frame, index, pts
@@ -225,23 +238,37 @@ class PyAVDecoder(Decoder):
             )
             self.error.__cause__ = self._failure
             logger.warning("%s", self.error)
-        else:
-            self._check_complete(index, prev_pts, kept)
+            return False
+        self._note_missing(numbers, times, reached_end=not past_end)
+        if not past_end:
+            self._check_complete(index, times[-1] if times else None, kept)
         return False
 
-    def _note_missing(self, count: int, pts: float) -> None:
-        if not self.frames_missing:
+    def _note_missing(self, numbers: FrameNumbers, times: list[float], *, reached_end: bool) -> None:
+        """Warn about frames really missing: packets the decoder turned into no frame, and gaps in a
+        constant-rate stream's timestamps (never variable frame rate by itself)."""
+        lost = numbers.finish() if reached_end else numbers.lost
+        if lost:
             logger.warning(
-                "%s: %d frame(s) missing before t=%.3fs (damaged data?); frame numbers follow the timestamps",
-                self.info.source, count, pts,
-            )
-        self.frames_missing += count
+                "%s: %d frame(s) could not be decoded (damaged data), the first before t=%.3fs; "
+                "their frame numbers are skipped",
+                self.info.source, lost, numbers.lost_at or 0.0,
+            )  # fmt: skip
+        gaps = timestamp_gaps(times)
+        if gaps.missing:
+            logger.warning(
+                "%s: %d frame(s) missing from the file: its constant-rate timestamps (every %.4fs) skip "
+                "%d time(s), first before t=%.3fs",
+                self.info.source, gaps.missing, gaps.interval, gaps.gaps, gaps.first_at,
+            )  # fmt: skip
+        self.frames_missing = lost
+        self.timestamp_gaps = gaps.missing
 
     def _check_complete(self, last_index: int, last_pts: float | None, kept: int) -> None:
         """Mark the result partial when a clean end of stream comes well before the end the
         container announced (a truncated file decodes to EOF without an FFmpeg error)."""
         info, fps = self.info, self.info.fps
-        if last_index < 0:
+        if not self.frames_decoded:
             self.error = DecodeError(
                 f"{info.source}: no frame could be decoded ({info.codec} {info.width}x{info.height}); "
                 "the file may be damaged; check it with ffprobe or re-encode it with ffmpeg"
@@ -252,7 +279,7 @@ class PyAVDecoder(Decoder):
             return
         shortfall = info.duration - (last_pts + 1 / fps)
         tolerance = max(2 / fps, 0.02 * info.duration)
-        if info.frame_count_exact and info.frame_count:
+        if info.frame_count_exact and info.frame_count and not self.options.start:
             short = info.frame_count - (last_index + 1) > max(2, 0.02 * info.frame_count)
         else:
             short, tolerance = True, max(tolerance, 0.5)
@@ -276,6 +303,7 @@ class PyAVDecoder(Decoder):
         batch_size = check_range("batch_size", batch_size, low=1, integer=True)
         self.error = None
         self.frames_decoded = self.frames_delivered = self.frames_corrupt = self.frames_missing = 0
+        self.timestamp_gaps = 0
         reuse = self.options.reuse_buffers or self.device.type != "cpu"
         ring = _BufferRing(pinned=self.device.type == "cuda", reuse=reuse)
         buf, view, metas, size, pending = None, None, [], None, []
@@ -356,11 +384,3 @@ class _BufferRing:
             event = torch.cuda.Event()
             event.record(torch.cuda.current_stream(device))
         self._free.append((buf, event))
-
-
-def _constant_rate(stream: Any) -> bool:
-    """Whether the stream looks constant-rate: FFmpeg's average and base ("r_frame_rate") rates agree."""
-    avg, base = to_fraction(stream.average_rate), to_fraction(stream.base_rate)
-    if not avg or not base:
-        return False
-    return abs(float(avg) / float(base) - 1.0) < 0.01

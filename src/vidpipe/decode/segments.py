@@ -3,9 +3,11 @@
 A demux scan (:func:`scan_stream`, nothing decoded) lists every packet of the video stream in
 decode order with its timestamp and keyframe flag. From it, :func:`plan_decode` derives
 
-- the **frame index** of every frame: its rank in presentation order over the whole file (the
-  sorted packet timestamps), so a segment decoded anywhere knows the number of each frame it
-  outputs, and the numbers equal the PyAV backend's for the same file;
+- the **frame index** of every frame: its rank in presentation order (the sorted packet
+  timestamps) counted from the first frame of the selected range (at or after ``start``), so a
+  segment decoded anywhere knows the number of each frame it outputs, and the numbers equal the
+  PyAV backend's for the same file (see :mod:`vidpipe.decode.timing`); timestamps never skip
+  numbers, whatever the frame rate;
 - which frames :class:`~vidpipe.decode.base.DecodeOptions` keep (stride, time range, count), and
   their **output positions** 0, 1, 2, ... (the order in which they are delivered);
 - the **segments**: runs of GOPs (keyframe to keyframe, in presentation time) that contain at
@@ -61,6 +63,9 @@ class StreamIndex:
             :func:`~vidpipe.decode.fileread.block_header_size`).
         codec, extradata: the stream's codec name and header (avcC/hvcC/...), for readers that
             convert packets themselves.
+        discarded: packet numbers the demuxer flags as discarded (MP4 edit lists: the part of
+            a GOP before the edit's start, kept as references). Their frames are decoded but
+            never shown, as FFmpeg drops them; they are not frames of the stream.
     """
 
     source: str
@@ -75,6 +80,7 @@ class StreamIndex:
     block_headers: bool = False
     codec: str = ""
     extradata: bytes = field(default=b"", repr=False, compare=False)
+    discarded: frozenset[int] = field(default=frozenset(), repr=False)
 
     @property
     def packets(self) -> int:
@@ -105,6 +111,7 @@ def scan_stream(source: str | os.PathLike) -> StreamIndex:
     pts: list[int | None] = []
     dts: list[int | None] = []
     keys: list[int] = []
+    discarded: list[int] = []
     pos: list[int] = []
     size: list[int] = []
     error: Exception | None = None
@@ -121,6 +128,8 @@ def scan_stream(source: str | os.PathLike) -> StreamIndex:
                     key = pkt.is_keyframe
                     if key:
                         keys.append(number)
+                    if pkt.is_discard:
+                        discarded.append(number)
                     if ranges:
                         p = pkt.pos
                         if p is None or p < 0:
@@ -140,7 +149,7 @@ def scan_stream(source: str | os.PathLike) -> StreamIndex:
         index = StreamIndex(
             text, dmx.time_base, dmx.start_pts, tuple(pts), tuple(keys), error, tuple(dts),
             tuple(pos) if ranges else (), tuple(size) if ranges else (), blocks and ranges,
-            dmx.codec, dmx.extradata or b"",
+            dmx.codec, dmx.extradata or b"", frozenset(discarded),
         )  # fmt: skip
     logger.debug("%s: scanned %d packets, %d keyframes (byte ranges: %s)", text, index.packets, len(keys), ranges)
     return index
@@ -221,8 +230,8 @@ class DecodePlan:
         segments: in stream order; their ``positions`` tile ``[0, len(wanted))``.
         wanted: frame number of each output position.
         position_of: ``pts -> output position`` of every kept frame.
-        index_of: ``pts -> frame number`` of every frame (its rank in presentation order; for
-            constant-rate streams gaps in the timestamps skip numbers, see ``cfr_fps``).
+        index_of: ``pts -> frame number`` of every frame (its rank in presentation order from
+            the first frame at or after ``start``; frames before it have negative numbers).
         frame_pts: timestamps of all frames in presentation order.
         decoded_packets: packets the segments feed to decoders in total.
     """
@@ -257,22 +266,14 @@ def _inexact(index: StreamIndex) -> DecodePlan:
     return DecodePlan(index, False, (seg,), decoded_packets=last - first + 1)
 
 
-def _numbers(index: StreamIndex, frame_pts: list[int], cfr_fps: float | None) -> list[int]:
-    """Frame numbers in presentation order: 0, 1, 2, ...; for a constant-rate stream a gap of
-    ``n`` frame durations in the timestamps (frames lost to damage) advances the number by ``n``,
-    as the PyAV backend counts."""
-    if not cfr_fps:
-        return list(range(len(frame_pts)))
-    out: list[int] = []
-    prev = None
-    for p in frame_pts:
-        if prev is None:
-            out.append(0)
-        else:
-            step = round(float((p - prev) * index.time_base) * cfr_fps)
-            out.append(out[-1] + (step if step >= 2 else 1))
-        prev = p
-    return out
+def _numbers(index: StreamIndex, frame_pts: list[int], start: float | None) -> list[int]:
+    """Frame numbers in presentation order: 0, 1, 2, ... from the first frame at or after
+    ``start`` (seconds); the frames before it are numbered -1, -2, ... backwards."""
+    first = 0
+    if start is not None:
+        while first < len(frame_pts) and (index.seconds(frame_pts[first]) or 0.0) < start:
+            first += 1
+    return [k - first for k in range(len(frame_pts))]
 
 
 def _selection(index: StreamIndex, frame_pts: list[int], numbers: list[int], options: DecodeOptions) -> list[int]:
@@ -295,7 +296,6 @@ def plan_decode(
     options: DecodeOptions | None = None,
     *,
     target_frames: int | None = None,
-    cfr_fps: float | None = None,
 ) -> DecodePlan:
     """Plan the segments that deliver the frames ``options`` keep.
 
@@ -304,9 +304,6 @@ def plan_decode(
         options: stride, time range and frame count (``None``: every frame).
         target_frames: cut runs of needed GOPs into segments of at least this many frames (a
             segment always holds whole GOPs). ``None``: one segment per run (single session).
-        cfr_fps: the frame rate of a constant-rate stream: gaps in its timestamps (frames lost
-            to damage) then keep the frame numbers of the frames after them. ``None``: frames
-            are numbered by rank.
 
     Returns:
         A :class:`DecodePlan`; inexact (one segment, numbering at decode time) when timestamps
@@ -318,13 +315,14 @@ def plan_decode(
         return DecodePlan(index, True, ())
     if any(p is None for p in pts) or not index.keyframes:
         return _inexact(index)
-    frame_pts = sorted(pts)  # type: ignore[type-var]
+    gone = index.discarded
+    frame_pts = sorted(p for n, p in enumerate(pts) if n not in gone)  # type: ignore[type-var]
     if any(a == b for a, b in zip(frame_pts, frame_pts[1:])):
         return _inexact(index)
     key_pts = [pts[k] for k in index.keyframes]
     if any(b <= a for a, b in zip(key_pts, key_pts[1:])):
         return _inexact(index)
-    numbers = _numbers(index, frame_pts, cfr_fps)
+    numbers = _numbers(index, frame_pts, options.start)
     index_of = {p: numbers[k] for k, p in enumerate(frame_pts)}
     ranks = _selection(index, frame_pts, numbers, options)  # ranks in frame_pts of kept frames
     wanted = [numbers[k] for k in ranks]
@@ -343,6 +341,7 @@ def plan_decode(
     # last packet (decode order) to feed for a segment ending before keyframe g: the largest
     # packet number among packets shown before key_pts[g].
     by_pts = sorted(range(len(pts)), key=lambda n: pts[n])  # type: ignore[arg-type,return-value]
+    all_pts = [pts[n] for n in by_pts]  # discarded packets too: they are fed as references
     prefix_max: list[int] = []
     best = -1
     for n in by_pts:
@@ -352,7 +351,7 @@ def plan_decode(
     def last_before(g: int) -> int:
         if g >= len(key_pts):
             return len(pts) - 1
-        k = bisect.bisect_left(frame_pts, key_pts[g])  # packets with pts < key_pts[g]
+        k = bisect.bisect_left(all_pts, key_pts[g])  # packets with pts < key_pts[g]
         return prefix_max[k - 1] if k > 0 else index.keyframes[g] - 1
 
     runs: list[list[int]] = []

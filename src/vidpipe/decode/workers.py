@@ -87,12 +87,15 @@ def decode_segment(
             index = plan.index_of[pts]
             if index in emitted:
                 return
-        else:  # numbered in output order; a replay counts from the start again
+        else:  # numbered in output order from ``start``; a replay counts from the start again
+            sec = dec._meta(0, pts).pts
+            if opts.start is not None and sec is not None and sec < opts.start:
+                return
             state["index"] += 1
             index = state["index"]
             if index in emitted:
                 return
-            want = opts.wants(index, dec._meta(index, pts).pts)
+            want = opts.wants(index, sec)
             if want is None:
                 state["stop"] = True
                 raise Stop

@@ -26,9 +26,15 @@ This makes swscale's RGB 1.0 (R, B) to 1.5 (G) code values darker on average tha
 exact result; rounding instead gives a mean absolute difference of ~1.1 on limited-range clips.
 ``rounding="swscale"`` (the default) reproduces that arithmetic and agrees bit for bit on the
 measured clips. For more than 8 bits swscale takes its generic scaling path, which interpolates
-chroma (vertically centred, horizontally between left-sited samples at the centre of each luma
-pair) and carries its own small coefficient errors; ``chroma="auto"`` uses that interpolation
-for > 8 bits and rounds to nearest (see the numbers in the tests / notes).
+chroma (bilinear in PyAV, bicubic in the ``ffmpeg`` command line; vertically centred,
+horizontally between left-sited samples) and carries its own small coefficient errors: at sharp
+colour edges it differs from the 8-bit rule by up to ~180 levels. vidpipe keeps the 8-bit rule
+for every depth (``chroma="auto"`` is nearest; ``"linear"`` reproduces PyAV's bilinear path) and
+rounds to nearest above 8 bits; the NVDEC path's P010 kernels compute the same. The CPU decoder
+applies the same chroma rule with swscale's arithmetic (:mod:`vidpipe.decode.rgb`), bit-exact with
+``ffmpeg -vf scale=...:flags=neighbor -pix_fmt gbrp``; this float converter is within 1 level of
+it (mean <= 0.3), and both are closer to the source picture than FFmpeg's interpolated default
+(``tests/decode/test_ffmpeg_parity.py`` measures it).
 """
 
 from __future__ import annotations
@@ -219,8 +225,8 @@ def yuv_to_rgb(
             gains, every term floored), matching PyAV's ``rgb24`` bit for bit; for more bits the
             same as ``"nearest"``. ``"nearest"``: round the exact result. ``"none"``: float only.
         chroma: ``"nearest"`` (each sample covers its 2x2 luma block), ``"linear"`` (swscale's
-            generic-path interpolation, see the module doc) or ``"auto"``: nearest for 8 bits,
-            linear above (what swscale does for each).
+            generic-path interpolation as PyAV runs it, see the module doc) or ``"auto"``:
+            nearest for every bit depth (FFmpeg's 8-bit rule, see the module doc).
 
     Returns:
         ``(B, 3, H, W)`` RGB on ``y.device``, clamped to [0, 255].
@@ -240,7 +246,7 @@ def yuv_to_rgb(
     if uv.shape[:3] != (b, (h + 1) // 2, (w + 1) // 2):
         raise ValueError(f"chroma {tuple(uv.shape)} does not match luma {tuple(y.shape)} for 4:2:0")
     if chroma == "auto":
-        chroma = "nearest" if bit_depth == 8 else "linear"
+        chroma = "nearest"
     swscale = rounding == "swscale" and bit_depth == 8
     k = yuv_coefficients(color, bit_depth=bit_depth, quantize=swscale)
     f32 = torch.float32

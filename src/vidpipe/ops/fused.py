@@ -190,7 +190,7 @@ def _kernel_args(batch: FrameBatch) -> dict:
         SHIFT=0 if depth == 8 else 16 - depth,
         FLOOR=depth == 8,
         ROUND=depth != 8,
-        LINEAR=depth != 8,
+        LINEAR=False,  # nearest chroma at every depth, as the CPU path (see vidpipe.ops.color)
     )
 
 
@@ -203,8 +203,9 @@ def nv12_to_rgb(
     """Full-size RGB of an NV12 / P010 batch: ``(B, 3, H, W)`` uint8 on ``batch.device``.
 
     Matches PyAV's ``rgb24`` of the same frames: bit for bit for 8-bit frames (swscale's
-    arithmetic, see :mod:`vidpipe.ops.color`); P010 with swscale's interpolated chroma (MAD ~1-2,
-    PSNR > 40 dB). ``out``: optional ``(B, 3, H, W)`` uint8 tensor (any strides) to write into.
+    arithmetic, see :mod:`vidpipe.ops.color`); P010 with the same nearest chroma, rounded to
+    nearest, as the CPU decoder converts 10-bit frames (:mod:`vidpipe.decode.rgb`).
+    ``out``: optional ``(B, 3, H, W)`` uint8 tensor (any strides) to write into.
     """
     import torch
 

@@ -7,8 +7,10 @@ kernels when the frames are on a CUDA device and Triton imports, else its PyTorc
 
 Per source sample the kernels compute exactly what :func:`vidpipe.ops.color.yuv_to_rgb` does
 by default (what PyAV's ``rgb24`` gives): for NV12 nearest chroma (each pair covers its 2x2 luma
-block) and swscale's fixed-point rounding (``FLOOR``); for P010 interpolated chroma (``LINEAR``)
-and round-to-nearest (``ROUND``); clamped to [0, 255].
+block) and swscale's fixed-point rounding (``FLOOR``); for P010 the same nearest chroma and
+round-to-nearest (``ROUND``), as the CPU decoder converts 10-bit frames; clamped to [0, 255].
+(``LINEAR``, swscale's generic-path interpolated chroma, is kept for comparisons but no longer
+used by :mod:`vidpipe.ops.fused`.)
 
 Letterbox resize = separable resampling with precomputed taps (``idx``, ``w``: per output row or
 column, ``K`` source indices and normalised weights; the same weights as

@@ -44,6 +44,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: what the ``frame`` and ``pts`` columns mean (stored in the metadata as ``frame_is``)
+FRAME_NUMBERING = (
+    "frame: the frame's position in presentation order within the selected range, 0 = the first "
+    "frame at or after --start (the first frame of the video without it), counting the frames "
+    "--frame-skip leaves out (kept: 0, N, 2N, ...); FFmpeg's n, as `ffmpeg -ss START -i VIDEO` "
+    "numbers frames; never derived from timestamps. pts: presentation time in seconds"
+)
+
 __all__ = ["TableSink", "metadata_path"]
 
 TableFormat = Literal["auto", "csv", "jsonl", "parquet"]
@@ -166,6 +174,7 @@ class TableSink(Sink):
             "columns": list(self.columns),
             "column_types": {c: COLUMN_TYPES[c] for c in self.columns},
             "rows_are": "one row per detection; frames without detections have no row",
+            "frame_is": FRAME_NUMBERING,
             "complete": complete,
             "status": "complete" if complete else "partial",
             "reason": reason,
