@@ -144,7 +144,12 @@ def test_access_ignores_the_iteration_options_and_iteration_still_works(make_cli
     clip = make_clip(".mp4", codec="h264", frames=40, gop=10, bframes=2)
     with vidpipe.open_video(clip.path, device="cpu", frame_skip=5, start=0.4) as video:
         assert len(video) == 40 and read_stamp(video[3].numpy()) == 3
-        assert [m.index for b in video.batches(4) for m in b.frames] == [10, 15, 20, 25, 30, 35]
+        # iteration numbers frames within the selected range (frame 0 is the first at or after
+        # start, as `ffmpeg -ss` numbers them); the pictures are the file's frames 10, 15, ...
+        batches = list(video.batches(4))
+        assert [m.index for b in batches for m in b.frames] == [0, 5, 10, 15, 20, 25]
+        stamps = [read_stamp(img.numpy()) for b in batches for img in b.data]
+        assert stamps == [10, 15, 20, 25, 30, 35]
         assert read_stamp(video[0].numpy()) == 0
 
 
