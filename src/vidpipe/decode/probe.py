@@ -12,6 +12,7 @@ import logging
 import math
 import os
 import struct
+from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ __all__ = [
     "format_info",
     "open_input",
     "discard_other_streams",
+    "read_packets",
     "to_fraction",
     "is_url",
     "color_from_tags",
@@ -131,14 +133,15 @@ def open_input(
     if timeout is None and path is None:
         timeout = _URL_TIMEOUT
     try:
-        container = av.open(text, mode="r", options=options or {}, timeout=timeout)
+        # metadata_errors: damaged tags (not UTF-8) must not stop the video from being read
+        container = av.open(text, mode="r", options=options or {}, timeout=timeout, metadata_errors="replace")
     except av.error.FFmpegError as exc:
         reason = _ffmpeg_reason(exc)
         hint = "check the file or convert it with ffmpeg"
         if path is not None and _looks_like_mp4(path):
             hint = (
-                "it looks like an MP4 without its index (moov atom), as left by an interrupted "
-                "recording; recover it with a tool such as untrunc, or re-record it"
+                "it looks like an MP4 whose index (moov atom) is missing or damaged, as an "
+                "interrupted recording leaves it; recover it with a tool such as untrunc, or re-record it"
             )
         if path is None:
             raise SourceError(f"cannot open {text} ({reason}); check the URL and that the stream is live") from exc
@@ -160,6 +163,30 @@ def discard_other_streams(container: Any, keep: Any) -> None:
     for other in container.streams:
         if other.index != keep.index:
             other.discard = Discard.all
+
+
+def read_packets(container: Any, stream: Any) -> Iterator[Any]:
+    """The packets of ``stream``, in file order, without PyAV's end-of-file flush packets.
+
+    Use instead of ``container.demux(stream)``. Streams can appear in the middle of a file (an
+    MPEG-TS packet on a PID the programme table never announced, which corrupt bytes easily make
+    look like one); PyAV 18 and 19 then crash at the end of ``demux()``: its flush loop walks the
+    grown stream count through a mask allocated for the streams known at the start (reading past
+    it, so whether it crashes depends on memory contents) and indexes ``container.streams`` past
+    its end (``IndexError: list index out of range``). The demuxer's
+    end comes first as the flush packet of ``stream`` itself (no data, no timestamps); stopping
+    there never reaches that loop. Decoders flush with ``stream.decode(None)`` themselves.
+    FFmpeg read errors (:class:`av.error.FFmpegError`) propagate.
+    """
+    packets = container.demux(stream)
+    try:
+        for packet in packets:
+            if packet.size == 0 and packet.pts is None and packet.dts is None:
+                return  # the flush packet: the demuxer reached the end of the file
+            if packet.stream.index == stream.index and packet.size:
+                yield packet
+    finally:
+        packets.close()
 
 
 def _chroma(fmt: Any) -> str | None:
