@@ -8,6 +8,7 @@ when unset).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vidpipe.decode.base import StreamInfo
+from vidpipe.decode.rotation import stream_rotation
 from vidpipe.errors import SourceError
 from vidpipe.types import ColorSpec
 
@@ -44,6 +46,10 @@ _URL_SCHEMES = ("rtsp", "rtsps", "rtmp", "rtmps", "http", "https", "srt", "udp",
 # FFmpeg AVColorSpace values -> matrix; AVColorRange values -> range.
 _MATRIX_BY_SPACE = {1: "bt709", 4: "bt601", 5: "bt601", 6: "bt601", 7: "bt601", 9: "bt2020", 10: "bt2020"}
 _RANGE_BY_TAG = {1: "limited", 2: "full"}
+# FFmpeg demuxers that read a display matrix (MP4/MOV tkhd, Matroska projection): the formats
+# whose first frame probe() decodes to read it where PyAV has no stream-level accessor (~20 ms
+# at 1080p); other formats carry none.
+_MATRIX_CONTAINERS = ("mov", "matroska")
 
 
 def is_url(source: str) -> bool:
@@ -205,7 +211,8 @@ def _rotation(stream: Any) -> int | None:
     """Display rotation in degrees counter-clockwise, [0, 360) (as ``VideoFrame.rotation``).
 
     PyAV 19 exposes the stream's display matrix (``codec_context.coded_side_data``); PyAV 18 has
-    no stream-level accessor, so ``None`` (unknown) is returned there.
+    no stream-level accessor, so ``None`` (unknown) is returned there and
+    :func:`~vidpipe.decode.rotation.stream_rotation` reads the first frame's instead.
     """
     side = getattr(stream.codec_context, "coded_side_data", None)
     if side is None:
@@ -288,20 +295,23 @@ def probe(source: str | os.PathLike, *, options: dict[str, str] | None = None) -
             bit_rate=int(bit_rate) if bit_rate else None,
             color=color,
             color_specified=specified,
-            rotation=rotation or 0,
             stream_index=int(stream.index),
             extra={
                 "colorspace_tag": int(cc.colorspace),
                 "color_range_tag": int(cc.color_range),
                 "color_primaries_tag": int(cc.color_primaries),
                 "color_trc_tag": int(cc.color_trc),
-                "rotation_known": rotation is not None,
                 "base_rate": float(to_fraction(stream.base_rate) or 0) or None,
                 "video_streams": len(container.streams.video),
                 "audio_streams": len(container.streams.audio),
                 "size_bytes": None if is_url(text) else Path(text).stat().st_size,
             },
         )
+        # last: it may decode the first frame (PyAV 18 has no stream-level display matrix)
+        decode = not is_url(text) and container.format.name.startswith(_MATRIX_CONTAINERS)
+        turn, known = stream_rotation(container, stream, stream_level=rotation, decode=decode)
+        known = known or not (decode or is_url(text))  # a local file of a format without a matrix
+        info = dataclasses.replace(info, rotation=turn, extra={**info.extra, "rotation_known": known})
     finally:
         container.close()
     logger.debug("probe %s: %s %dx%d %s fps=%s", text, info.codec, info.width, info.height, info.pix_fmt, info.fps)

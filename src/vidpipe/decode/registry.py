@@ -221,6 +221,9 @@ def open_decoder(
 ) -> Decoder:
     """Probe ``source``, choose a backend and open it; ``decoder.choice`` says which and why.
 
+    Frames of a video with a display rotation come out upright (a
+    :class:`~vidpipe.decode.rotation.RotatedDecoder` around the backend's decoder).
+
     ``device``: ``"auto" | "cpu" | "cuda" | "cuda:N"`` (resolved once, here).
     """
     from vidpipe.decode.probe import probe
@@ -238,4 +241,9 @@ def open_decoder(
         options = dataclasses.replace(options, cpu_fallback=False)
     dec = backend.factory(info, device=dev, options=options)
     dec.choice = choice
+    if info.rotation:  # every backend delivers coded frames; turn them upright as ffmpeg does
+        from vidpipe.decode.rotation import RotatedDecoder
+
+        logger.info("%s: display rotation %d degrees; frames are turned upright", info.source, info.rotation)
+        dec = RotatedDecoder(dec, info.rotation)
     return dec
