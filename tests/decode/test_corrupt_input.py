@@ -260,3 +260,42 @@ def test_cli_on_corrupt_ts_no_traceback(make_clip, tmp_path):
     meta = json.loads(Path(str(out) + ".meta.json").read_text())
     (src,) = meta["summary"]["sources"]
     assert src["status"] == "ok" and src["frames"] == clip.frames
+
+
+@pytest.mark.gpu
+@pytest.mark.nvdec
+def test_nvdec_on_stream_appearing_mid_ts(make_clip, tmp_path):
+    """The NVDEC path reads packets with the same Demuxer: every frame, nothing partial."""
+    import torch
+
+    from vidpipe.decode.nvdec import NvdecDecoder
+
+    clip = make_clip(".ts", width=320, height=192, frames=60, fps=25, gop=10)
+    bad = stray_pid_ts(Path(clip.path), tmp_path / "stray.ts")
+    dec = NvdecDecoder(str(bad), device="cuda", workers=2, segment_frames=20)
+    indices = []
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        for b in dec.batches(8):
+            indices.extend(m.index for m in b.frames)
+    stream.synchronize()
+    assert indices == list(range(clip.frames)) and dec.error is None
+
+
+@pytest.mark.gpu
+@pytest.mark.nvdec
+def test_nvdec_on_corrupt_bytes_in_ts(garbage_ts):
+    import torch
+
+    from vidpipe.decode.nvdec import NvdecDecoder
+
+    clip, bad = garbage_ts
+    dec = NvdecDecoder(str(bad), device="cuda", workers=2, segment_frames=50)
+    n = 0
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        for b in dec.batches(16):
+            n += len(b)
+    stream.synchronize()
+    assert n > clip.frames * 0.9
+    assert dec.error is None or (isinstance(dec.error, DecodeError) and str(bad) in str(dec.error))
