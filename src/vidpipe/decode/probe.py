@@ -341,7 +341,8 @@ def format_info(info: StreamInfo) -> str:
     if info.bit_rate:
         lines.append(f"bit rate   {info.bit_rate / 1000:.0f} kb/s")
     if info.rotation:
-        lines.append(f"rotation   {info.rotation} degrees")
+        w, h = (info.height, info.width) if info.rotation in (90, 270) else (info.width, info.height)
+        lines.append(f"rotation   {info.rotation} degrees counter-clockwise (frames are delivered upright, {w}x{h})")
     others = []
     if info.extra.get("audio_streams"):
         others.append(f"{info.extra['audio_streams']} audio")
