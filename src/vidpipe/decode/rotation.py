@@ -81,13 +81,13 @@ def _first_frame_rotation(container: Any, stream: Any) -> tuple[bool, tuple[floa
         for n, packet in enumerate(read_packets(container, stream)):
             try:
                 frames = stream.decode(packet)
-            except av.error.FFmpegError:
+            except av.error.FFmpegError:  # a damaged packet: try the next one
                 frames = []
             if frames or n >= _PROBE_PACKETS:
                 break
         if not frames:
             frames = stream.decode(None)
-    except av.error.FFmpegError:
+    except Exception:  # noqa: BLE001 - best effort (no decoder for the codec, a damaged file): unknown
         return False, None
     return (True, frame_rotation(frames[0])) if frames else (False, None)
 
