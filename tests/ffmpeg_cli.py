@@ -28,15 +28,15 @@ def require(tool: str = "ffmpeg") -> str:
 
 
 def count_frames(path: str | os.PathLike) -> int | None:
-    """Frames FFmpeg's own decoder delivers for the first video stream (``ffprobe -count_frames``);
-    ``None`` when ffprobe cannot open the file."""
+    """Frames FFmpeg's own decoder delivers for the first video stream (the ``ffmpeg`` tool,
+    ``-f framemd5``, no frame dropped or repeated); ``None`` when it cannot open the file.
+
+    (``ffprobe -count_frames`` of FFmpeg 5.1 crashes on an MPEG-TS whose streams appear mid-file.)
+    """
     out = subprocess.run(
-        [require("ffprobe"), "-v", "error", "-count_frames", "-select_streams", "v:0",
-         "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", os.fspath(path)],
+        [require("ffmpeg"), "-v", "quiet", "-nostdin", "-i", os.fspath(path), "-map", "0:v:0",
+         "-fps_mode", "passthrough", "-f", "framemd5", "-"],
         capture_output=True, text=True, timeout=120,
     )
-    if out.returncode != 0:
-        return None
-    lines = [line.strip() for line in out.stdout.splitlines() if line.strip()]  # TS adds a program section
-    value = lines[0].split(",")[0] if lines else ""
-    return int(value) if value.isdigit() else 0  # "N/A" or nothing: no frame decoded
+    frames = sum(1 for line in out.stdout.splitlines() if line.strip() and not line.startswith("#"))
+    return None if out.returncode != 0 and frames == 0 else frames
