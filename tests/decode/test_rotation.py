@@ -93,10 +93,11 @@ def _nv12(y: np.ndarray, u: np.ndarray, v: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.concatenate([y, uv]))
 
 
+@pytest.mark.parametrize("mirror", [False, True])
 @pytest.mark.parametrize("fmt", ["nv12", "p010"])
-@pytest.mark.parametrize("degrees", [90, 180, 270])
-def test_yuv_batches_turn_plane_by_plane(fmt, degrees):
-    """The NVDEC path's NV12/P010 batches: each plane turned like numpy turns it."""
+@pytest.mark.parametrize("degrees", [0, 90, 180, 270])
+def test_yuv_batches_turn_plane_by_plane(fmt, degrees, mirror):
+    """The NVDEC path's NV12/P010 batches: each plane turned (and flipped) like numpy does it."""
     rng = np.random.default_rng(degrees)
     dtype = np.uint8 if fmt == "nv12" else np.uint16
     h, w = 6, 10
@@ -106,11 +107,15 @@ def test_yuv_batches_turn_plane_by_plane(fmt, degrees):
         data=data, frames=tuple(FrameMeta("x", 0, i, None, h, w) for i in range(2)), format=fmt,
         color=ColorSpec("bt601", "limited"),
     )  # fmt: skip
-    out = rotate_batch(batch, degrees)
+    out = rotate_batch(batch, degrees, mirror=mirror)
     k = degrees // 90
-    want = _nv12(*(np.rot90(p, k).copy() for p in planes))
+    turned = [np.rot90(p, k) for p in planes]
+    want = _nv12(*(t[:, ::-1].copy() if mirror else t.copy() for t in turned))
     assert out.format == fmt and torch.equal(out.data[0], want)
     assert out.frames[0].height == (w if k % 2 else h)
+    rgb = FrameBatch(data=torch.from_numpy(np.stack([planes[0]] * 3).astype(np.uint8))[None], frames=batch.frames[:1])
+    luma = want.numpy()[: out.frames[0].height].astype(np.uint8)
+    assert np.array_equal(rotate_batch(rgb, degrees, mirror=mirror).data[0, 0].numpy(), luma)  # RGB turns alike
 
 
 def _matrix(degrees_ccw: float, hflip: bool = False) -> bytes:
@@ -131,25 +136,60 @@ def test_matrix_rotation_reads_ffmpegs_convention():
     assert matrix_rotation(_matrix(90, hflip=True))[1]
 
 
-def test_mirrored_matrix_is_reported_not_applied(make_clip, tmp_path, caplog):
-    path = tmp_path / "mirror.mp4"
+def _oriented_clip(path, degrees: float, *, hflip: bool = False, vflip: bool = False, frames: int = 3):
+    """A 4:4:4 H.264 MP4 (chroma at full resolution: flips are exact) with the display matrix
+    PyAV writes for ``degrees`` counter-clockwise then the flips, of an asymmetric picture."""
     out = av.open(str(path), "w")
     stream = out.add_stream("libx264", rate=10)
-    stream.width, stream.height, stream.pix_fmt = W, H, "yuv420p"
-    stream.set_display_rotation(90, hflip=True)
-    for i in range(3):
-        img = np.zeros((H, W, 3), np.uint8)
-        img[:, : W // 2] = 200
+    stream.width, stream.height, stream.pix_fmt = W, H, "yuv444p"
+    stream.set_display_rotation(degrees, hflip=hflip, vflip=vflip)
+    img = np.full((H, W, 3), 40, np.uint8)
+    img[: H // 3, : W // 4] = 255
+    img[H // 2 :, W // 2 :, 1] = 200
+    for _ in range(frames):
         for p in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
             out.mux(p)
     for p in stream.encode(None):
         out.mux(p)
     out.close()
+    return path
+
+
+ORIENTATIONS = [(d, h, v) for d in (0, 90, 180, 270) for h, v in ((False, False), (True, False), (False, True))]
+
+
+@pytest.mark.parametrize("degrees,hflip,vflip", ORIENTATIONS, ids=[f"{d}{'-h' * h}{'-v' * v}" for d, h, v in ORIENTATIONS])
+def test_turned_and_mirrored_frames_match_ffmpeg(tmp_path, degrees, hflip, vflip):
+    """Every orientation a display matrix can give (turns, mirrors): as the ffmpeg tool shows it."""
+    path = _oriented_clip(tmp_path / "o.mp4", degrees, hflip=hflip, vflip=vflip)
+    out = subprocess.run(
+        [require("ffmpeg"), "-v", "error", "-i", str(path), "-f", "rawvideo", "-pix_fmt", "rgb24", "-"],
+        capture_output=True, timeout=120, check=True,
+    ).stdout
+    got, metas = upright(path)
+    assert got.shape[1:3] == ((W, H) if degrees in (90, 270) else (H, W))
+    ref = np.frombuffer(out, np.uint8).reshape(got.shape)
+    assert np.abs(got.astype(int) - ref.astype(int)).max() <= 8
+    assert (metas[0].height, metas[0].width) == got.shape[1:3]
+
+
+def test_mirror_is_a_turn_then_a_left_right_flip(tmp_path):
+    """Independent of ffmpeg: 90 degrees then a horizontal flip is numpy's rot90 then [:, ::-1]."""
+    path = _oriented_clip(tmp_path / "m.mp4", 90, hflip=True)
+    info = probe(path)
+    assert (info.rotation, info.extra["mirror"]) == (90, True)
+    got, _ = upright(path)
+    want = np.rot90(stored(path), 1, axes=(1, 2))[:, :, ::-1]
+    assert np.array_equal(got, want)
+
+
+def test_odd_angle_is_reported_not_applied(tmp_path, caplog):
+    path = _oriented_clip(tmp_path / "odd.mp4", 45)
     with caplog.at_level(logging.WARNING, logger="vidpipe.decode.rotation"):
         info = probe(path)
-    assert info.rotation == 0 and "mirrors" in caplog.text
+    assert info.rotation == 0 and not info.extra["mirror"] and "45.0 degrees" in caplog.text
     got, _ = upright(path)
-    assert got.shape == (3, H, W, 3)
+    assert np.array_equal(got, stored(path))
 
 
 @pytest.mark.gpu

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
-import struct
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vidpipe.decode.base import StreamInfo
-from vidpipe.decode.rotation import stream_rotation
+from vidpipe.decode.rotation import stream_orientation
 from vidpipe.errors import SourceError
 from vidpipe.types import ColorSpec
 
@@ -207,12 +205,10 @@ def _chroma(fmt: Any) -> str | None:
     return {(8, 8): "420", (8, 16): "422", (16, 16): "444"}.get((cw, ch))
 
 
-def _rotation(stream: Any) -> int | None:
-    """Display rotation in degrees counter-clockwise, [0, 360) (as ``VideoFrame.rotation``).
-
-    PyAV 19 exposes the stream's display matrix (``codec_context.coded_side_data``); PyAV 18 has
-    no stream-level accessor, so ``None`` (unknown) is returned there and
-    :func:`~vidpipe.decode.rotation.stream_rotation` reads the first frame's instead.
+def _stream_matrix(stream: Any) -> bytes | None:
+    """The stream's display matrix (36 bytes), or ``None`` when this PyAV cannot give it or the
+    stream has none: PyAV 19 exposes it (``codec_context.coded_side_data``), PyAV 18 does not;
+    :func:`~vidpipe.decode.rotation.stream_orientation` then reads the first frame's.
     """
     side = getattr(stream.codec_context, "coded_side_data", None)
     if side is None:
@@ -221,14 +217,7 @@ def _rotation(stream: Any) -> int | None:
         raw = side.get("display_matrix")
     except Exception:  # noqa: BLE001 - defensive: a PyAV without the mapping
         return None
-    if not raw or len(raw) < 36:
-        return 0
-    m = [v / 65536.0 for v in struct.unpack("<9i", raw[:36])]
-    s0, s1 = math.hypot(m[0], m[3]), math.hypot(m[1], m[4])
-    if s0 == 0 or s1 == 0:
-        return 0
-    ccw = -math.degrees(math.atan2(m[1] / s1, m[0] / s0))  # av_display_rotation_get()
-    return int(round(ccw)) % 360
+    return bytes(raw) if raw else None
 
 
 def probe(source: str | os.PathLike, *, options: dict[str, str] | None = None) -> StreamInfo:
@@ -268,7 +257,6 @@ def probe(source: str | os.PathLike, *, options: dict[str, str] | None = None) -
                 fmt = None
         bit_depth = max((c.bits for c in fmt.components if not c.is_alpha), default=8) if fmt else 8
         color, specified = color_from_tags(cc.colorspace, cc.color_range, pix_fmt, cc.height)
-        rotation = _rotation(stream)
         bit_rate = cc.bit_rate or container.bit_rate or None
         width, height = int(cc.width), int(cc.height)
         if width <= 0 or height <= 0:
@@ -309,9 +297,10 @@ def probe(source: str | os.PathLike, *, options: dict[str, str] | None = None) -
         )
         # last: it may decode the first frame (PyAV 18 has no stream-level display matrix)
         decode = not is_url(text) and container.format.name.startswith(_MATRIX_CONTAINERS)
-        turn, known = stream_rotation(container, stream, stream_level=rotation, decode=decode)
+        turn, known = stream_orientation(container, stream, stream_matrix=_stream_matrix(stream), decode=decode)
         known = known or not (decode or is_url(text))  # a local file of a format without a matrix
-        info = dataclasses.replace(info, rotation=turn, extra={**info.extra, "rotation_known": known})
+        extra = {**info.extra, "rotation_known": known, "mirror": turn.mirror}
+        info = dataclasses.replace(info, rotation=turn.degrees, extra=extra)
     finally:
         container.close()
     logger.debug("probe %s: %s %dx%d %s fps=%s", text, info.codec, info.width, info.height, info.pix_fmt, info.fps)
@@ -340,9 +329,10 @@ def format_info(info: StreamInfo) -> str:
     lines.append(f"colour     {info.color.matrix} {info.color.range} range ({tagged})")
     if info.bit_rate:
         lines.append(f"bit rate   {info.bit_rate / 1000:.0f} kb/s")
-    if info.rotation:
+    if info.rotation or info.extra.get("mirror"):
         w, h = (info.height, info.width) if info.rotation in (90, 270) else (info.width, info.height)
-        lines.append(f"rotation   {info.rotation} degrees counter-clockwise (frames are delivered upright, {w}x{h})")
+        turn = f"{info.rotation} degrees counter-clockwise" + (", then mirrored" if info.extra.get("mirror") else "")
+        lines.append(f"rotation   {turn} (frames are delivered upright, {w}x{h})")
     others = []
     if info.extra.get("audio_streams"):
         others.append(f"{info.extra['audio_streams']} audio")

@@ -241,9 +241,13 @@ def open_decoder(
         options = dataclasses.replace(options, cpu_fallback=False)
     dec = backend.factory(info, device=dev, options=options)
     dec.choice = choice
-    if info.rotation:  # every backend delivers coded frames; turn them upright as ffmpeg does
+    mirror = bool(info.extra.get("mirror"))
+    if info.rotation or mirror:  # every backend delivers stored frames; turn them upright as ffmpeg does
         from vidpipe.decode.rotation import RotatedDecoder
 
-        logger.info("%s: display rotation %d degrees; frames are turned upright", info.source, info.rotation)
-        dec = RotatedDecoder(dec, info.rotation)
+        logger.info(
+            "%s: display rotation %d degrees%s; frames are turned upright",
+            info.source, info.rotation, " and mirrored" if mirror else "",
+        )  # fmt: skip
+        dec = RotatedDecoder(dec, info.rotation, mirror=mirror)
     return dec

@@ -13,9 +13,10 @@ device) and :class:`RotatedDecoder` applies it to every batch of a decoder
 
 Reading the angle: PyAV 19 exposes the stream's display matrix; PyAV 18 (what Python 3.11 gets)
 does not, but FFmpeg attaches it to every decoded frame, so :func:`stream_rotation` decodes the
-first frame when the stream-level value is not available. A matrix that mirrors the picture, or
-turns it by an angle that is not a multiple of 90 degrees, is reported with a warning and not
-applied.
+first frame when the stream-level value is not available. A matrix may also mirror the picture
+(eight orientations in all, as EXIF's); it is applied as a turn then a left-right flip, as the
+``ffmpeg`` tool applies it. A turn by an angle that is not a multiple of 90 degrees is reported
+with a warning and not applied.
 """
 
 from __future__ import annotations
@@ -30,7 +31,15 @@ from typing import Any
 from vidpipe.decode.base import Decoder
 from vidpipe.types import FrameBatch
 
-__all__ = ["matrix_rotation", "frame_rotation", "stream_rotation", "rotate_batch", "RotatedDecoder"]
+__all__ = [
+    "Orientation",
+    "matrix_rotation",
+    "matrix_orientation",
+    "frame_matrix",
+    "stream_orientation",
+    "rotate_batch",
+    "RotatedDecoder",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -38,12 +47,30 @@ logger = logging.getLogger(__name__)
 _PROBE_PACKETS = 64
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Orientation:
+    """How to show the stored frames: turn ``degrees`` counter-clockwise (0, 90, 180, 270), then
+    flip left-right if ``mirror``."""
+
+    degrees: int = 0
+    mirror: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.degrees or self.mirror)
+
+
+def _matrix(raw: bytes | None) -> list[float] | None:
+    if raw is None or len(raw) < 36:
+        return None
+    return [v / 65536.0 for v in struct.unpack("<9i", bytes(raw[:36]))]
+
+
 def matrix_rotation(raw: bytes) -> tuple[float, bool] | None:
     """``(angle counter-clockwise in degrees, mirrored)`` of an FFmpeg display matrix (nine
     little-endian int32, 16.16 fixed point; ``av_display_rotation_get``), ``None`` if degenerate."""
-    if len(raw) < 36:
+    m = _matrix(raw)
+    if m is None:
         return None
-    m = [v / 65536.0 for v in struct.unpack("<9i", bytes(raw[:36]))]
     s0, s1 = math.hypot(m[0], m[3]), math.hypot(m[1], m[4])
     if s0 == 0 or s1 == 0:
         return None
@@ -52,7 +79,52 @@ def matrix_rotation(raw: bytes) -> tuple[float, bool] | None:
     return angle, mirrored
 
 
-def frame_rotation(frame: Any) -> tuple[float, bool] | None:
+def matrix_orientation(raw: bytes) -> Orientation | None:
+    """The :class:`Orientation` of an FFmpeg display matrix; ``None`` (with a warning) when it
+    turns by an angle that is not a multiple of 90 degrees, or is degenerate.
+
+    The matrix maps a stored pixel ``(x, y)`` (x right, y down) to ``(a*x + c*y, b*x + d*y)`` on
+    screen (``a, b, c, d``: elements 0, 1, 3, 4). Which of the eight turn-and-flip operations
+    does that is found by applying both to a small asymmetric grid.
+    """
+    m = _matrix(raw)
+    if m is None:
+        return None
+    s0, s1 = math.hypot(m[0], m[3]), math.hypot(m[1], m[4])
+    if s0 == 0 or s1 == 0:
+        return None
+    exact = (m[0] / s0, m[1] / s1, m[3] / s0, m[4] / s1)
+    q = tuple(round(v) for v in exact)
+    if any(abs(v - r) > 0.02 for v, r in zip(exact, q)):
+        angle, mirrored = matrix_rotation(raw) or (0.0, False)
+        logger.warning(
+            "the video's display matrix turns the picture by %.1f degrees%s; vidpipe applies turns by "
+            "multiples of 90 degrees only, so the frames are delivered as stored",
+            angle, " and mirrors it" if mirrored else "",
+        )  # fmt: skip
+        return None
+    return _dihedral(*q)
+
+
+def _dihedral(a: int, b: int, c: int, d: int) -> Orientation:
+    import numpy as np
+
+    grid = np.arange(6).reshape(2, 3)  # stored: 2 rows, 3 columns
+    ys, xs = np.mgrid[0:2, 0:3]
+    x2, y2 = a * xs + c * ys, b * xs + d * ys
+    shown = np.empty((y2.max() - y2.min() + 1, x2.max() - x2.min() + 1), dtype=grid.dtype)
+    shown[y2 - y2.min(), x2 - x2.min()] = grid
+    for k in range(4):
+        for mirror in (False, True):
+            turned = np.rot90(grid, k)
+            if mirror:
+                turned = turned[:, ::-1]
+            if turned.shape == shown.shape and (turned == shown).all():
+                return Orientation(90 * k, mirror)
+    raise ValueError(f"display matrix {(a, b, c, d)} is not a turn or a flip")  # singular: not reached
+
+
+def frame_matrix(frame: Any) -> bytes | None:
     """The display matrix attached to a decoded PyAV frame (``None``: the frame has none)."""
     side = getattr(frame, "side_data", None)
     if side is None:
@@ -61,13 +133,13 @@ def frame_rotation(frame: Any) -> tuple[float, bool] | None:
         for item in list(iter(side)):  # PyAV 18 iterates SideData objects; others may iterate keys
             sd = item if hasattr(item, "type") else side[item]
             if "DISPLAYMATRIX" in str(getattr(sd, "type", "")).upper():
-                return matrix_rotation(bytes(sd))
+                return bytes(sd)
     except Exception:  # noqa: BLE001 - a PyAV whose side data cannot be read this way: unknown
         return None
     return None
 
 
-def _first_frame_rotation(container: Any, stream: Any) -> tuple[bool, tuple[float, bool] | None]:
+def _first_frame_matrix(container: Any, stream: Any) -> tuple[bool, bytes | None]:
     """Decode up to the first frame of ``stream``: ``(a frame was decoded, its display matrix)``."""
     import av
 
@@ -89,68 +161,61 @@ def _first_frame_rotation(container: Any, stream: Any) -> tuple[bool, tuple[floa
             frames = stream.decode(None)
     except Exception:  # noqa: BLE001 - best effort (no decoder for the codec, a damaged file): unknown
         return False, None
-    return (True, frame_rotation(frames[0])) if frames else (False, None)
+    return (True, frame_matrix(frames[0])) if frames else (False, None)
 
 
-def stream_rotation(container: Any, stream: Any, *, stream_level: int | None, decode: bool) -> tuple[int, bool]:
-    """``(rotation to apply, known)``: degrees counter-clockwise in {0, 90, 180, 270}.
+def stream_orientation(
+    container: Any, stream: Any, *, stream_matrix: bytes | None, decode: bool
+) -> tuple[Orientation, bool]:
+    """``(orientation to apply, known)`` of ``stream``.
 
-    ``stream_level``: the angle PyAV gave for the stream (``None``: this PyAV cannot say). A
-    non-zero value is used; otherwise, with ``decode``, the first frame's display matrix decides
-    (the container is read from its current position: open it for this). The ``rotate`` tag of
-    older FFmpeg builds is the last resort. ``known`` is ``False`` when PyAV cannot give the
-    stream's matrix and ``decode`` is off or the first frame could not be decoded.
+    ``stream_matrix``: the stream's display matrix as PyAV gives it (``None``: this PyAV cannot
+    give it, or the stream has none). Without one, and with ``decode``, the first frame's display
+    matrix decides (the container is read from its current position: open it for this). The
+    ``rotate`` tag of older FFmpeg builds is the last resort. ``known`` is ``False`` when no
+    matrix was read and no frame could be decoded to look for one.
     """
-    if stream_level:
-        return _applicable(float(stream_level), False), True
-    found, decoded = None, False
-    if decode:
-        decoded, found = _first_frame_rotation(container, stream)
-    if found is not None:
-        return _applicable(*found), True
+    raw, known = stream_matrix, stream_matrix is not None
+    if raw is None and decode:
+        known, raw = _first_frame_matrix(container, stream)
+    if raw is not None:
+        return matrix_orientation(raw) or Orientation(), True
     tag = (stream.metadata or {}).get("rotate")
     if tag is not None:
         try:
-            return _applicable(-float(tag), False), True  # the tag is clockwise
+            return Orientation(round(-float(tag) / 90.0) * 90 % 360), True  # the tag is clockwise
         except ValueError:
             pass
-    return 0, stream_level is not None or decoded
+    return Orientation(), known
 
 
-def _applicable(angle: float, mirrored: bool) -> int:
-    quarter = round(angle / 90.0)
-    if mirrored or abs(angle - 90.0 * quarter) > 1.0:
-        logger.warning(
-            "the video's display matrix %s%.1f degrees; vidpipe applies rotations by multiples of 90 "
-            "degrees only, so the frames are delivered as stored",
-            "mirrors the picture and turns it by " if mirrored else "turns the picture by ", angle,
-        )  # fmt: skip
-        return 0
-    return (quarter * 90) % 360
-
-
-def rotate_batch(batch: FrameBatch, degrees: int) -> FrameBatch:
-    """``batch`` turned ``degrees`` (a multiple of 90) counter-clockwise, on its own device.
+def rotate_batch(batch: FrameBatch, degrees: int, *, mirror: bool = False) -> FrameBatch:
+    """``batch`` turned ``degrees`` (a multiple of 90) counter-clockwise, then flipped left-right
+    if ``mirror``, on its own device.
 
     RGB ``(B, 3, H, W)`` and YUV ``nv12``/``p010`` ``(B, H*3/2, W)`` batches are supported (the
-    interleaved chroma plane turns as pairs). Returns a new contiguous tensor (a copy); 0 returns
-    ``batch`` itself.
+    interleaved chroma plane turns as pairs). Returns a new contiguous tensor (a copy); no turn
+    and no flip returns ``batch`` itself.
     """
     import torch
 
     k = (int(degrees) // 90) % 4
-    if k == 0 or not len(batch):
+    if (k == 0 and not mirror) or not len(batch):
         return batch
+
+    def turn(t: "torch.Tensor", dims: tuple[int, int]) -> "torch.Tensor":
+        t = torch.rot90(t, k, dims=dims) if k else t
+        return torch.flip(t, dims=(dims[1],)) if mirror else t
+
     data = batch.data
     if batch.format == "rgb":
-        out = torch.rot90(data, k, dims=(2, 3)).contiguous()
+        out = turn(data, (2, 3)).contiguous()
         h, w = out.shape[2], out.shape[3]
     else:
         b, rows, width = data.shape
         height = rows * 2 // 3
-        luma = torch.rot90(data[:, :height], k, dims=(1, 2))
-        chroma = data[:, height:].reshape(b, height // 2, width // 2, 2)
-        chroma = torch.rot90(chroma, k, dims=(1, 2))
+        luma = turn(data[:, :height], (1, 2))
+        chroma = turn(data[:, height:].reshape(b, height // 2, width // 2, 2), (1, 2))
         h, w = luma.shape[1], luma.shape[2]
         out = torch.cat([luma, chroma.reshape(b, h // 2, w)], dim=1)
     frames = tuple(dataclasses.replace(m, height=h, width=w) for m in batch.frames)
@@ -158,20 +223,22 @@ def rotate_batch(batch: FrameBatch, degrees: int) -> FrameBatch:
 
 
 class RotatedDecoder(Decoder):
-    """A decoder whose batches are turned upright by ``degrees`` counter-clockwise.
+    """A decoder whose batches are turned upright: ``degrees`` counter-clockwise, then flipped
+    left-right if ``mirror`` (see :class:`Orientation`).
 
     Everything else (``info``, ``choice``, ``error``, counters, ``close``) is the wrapped
     decoder's: attributes are read from it.
     """
 
-    def __init__(self, inner: Decoder, degrees: int) -> None:
+    def __init__(self, inner: Decoder, degrees: int, *, mirror: bool = False) -> None:
         self.inner = inner
         self.degrees = int(degrees) % 360
+        self.mirror = bool(mirror)
         self.name = inner.name
 
     def batches(self, batch_size: int) -> Iterator[FrameBatch]:
         for batch in self.inner.batches(batch_size):
-            yield rotate_batch(batch, self.degrees)
+            yield rotate_batch(batch, self.degrees, mirror=self.mirror)
 
     def close(self) -> None:
         self.inner.close()
@@ -194,4 +261,4 @@ class RotatedDecoder(Decoder):
         return self.inner.frames_delivered
 
     def __repr__(self) -> str:
-        return f"RotatedDecoder({self.inner!r}, degrees={self.degrees})"
+        return f"RotatedDecoder({self.inner!r}, degrees={self.degrees}, mirror={self.mirror})"
