@@ -172,6 +172,9 @@ def _image_chunks(
     state.expected_frames = loader.total
     try:
         yield from _drive(iter(loader), lambda b: b.to_model_input(), device=detector.device, stop=stop, stats=stats)
+        failure = None if stop.is_set() else loader.failure(state.spec.location)
+        if failure is not None:  # every file skipped: the source failed (a clear error, exit 2)
+            raise failure
     finally:
         state.decoder = loader.decoder
         state.extra["skipped"] = [s.to_dict() for s in loader.skipped]

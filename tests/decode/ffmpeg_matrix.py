@@ -53,7 +53,6 @@ DEEP_TOLERANCE = (1, 0.01)
 #: float converter (vidpipe.ops.color.yuv_to_rgb) on the CPU, max 1, mean <= 0.30 (full range)
 DEEP_TOLERANCE_GPU = (2, 0.35)
 #: why the rotation cells may fail on this branch
-ROTATION_XFAIL = "display rotation is applied by the decoders in the badinput branch (not merged here)"
 
 
 @dataclass(frozen=True)
@@ -235,7 +234,11 @@ def decode_vidpipe(path: Path, cell: Cell, backend: str):
         from vidpipe.decode.parallel import PyAVParallelDecoder
 
         dec = PyAVParallelDecoder(str(path), options=opts, workers=2, segment_frames=8)
-    else:
+    if backend in ("pyav", "parallel") and (dec.info.rotation or dec.info.extra.get("mirror")):
+        from vidpipe.decode.rotation import RotatedDecoder  # what open_decoder wraps every backend in
+
+        dec = RotatedDecoder(dec, dec.info.rotation, mirror=bool(dec.info.extra.get("mirror")))
+    elif backend not in ("pyav", "parallel"):
         import vidpipe
 
         dec = vidpipe.open_video(

@@ -8,6 +8,8 @@ import pytest
 from imgfactory import bad_files, encode, pattern, write
 from imgtools import make_loader, routes
 
+from vidpipe.errors import SourceError
+
 
 @routes
 def test_bad_files_skipped_with_reasons_rest_in_order(route, tmp_path):
@@ -43,6 +45,23 @@ def test_only_bad_files_yields_no_batch(route, tmp_path):
     loader = make_loader(route, tmp_path / "bad", batch_size=4)
     assert list(loader) == []
     assert {os.path.basename(s.path): s.reason for s in loader.skipped} == expected
+    failure = loader.failure(str(tmp_path / "bad"))  # the pass delivered nothing: a clear error
+    assert isinstance(failure, SourceError) and "\n" not in str(failure)
+    assert str(failure).startswith(f"{tmp_path / 'bad'}: none of its {len(expected)} image files could be read")
+
+
+def test_failure_only_when_nothing_was_read(tmp_path):
+    import vidpipe.images as vi
+
+    good = write(tmp_path / "good.jpg", encode(pattern(10, 10)))
+    cut = encode(pattern(64, 64, seed=1))
+    bad = write(tmp_path / "cut.jpg", cut[: len(cut) // 2])
+    loader = vi.load(bad, device="cpu")
+    assert list(loader) == [] and loader.failure() is not None
+    assert str(loader.failure()).startswith(f"{bad}: cannot read this image (truncated: ")
+    loader = vi.load([bad, good], device="cpu")
+    assert [len(b) for b in loader] == [1] and loader.failure() is None  # one bad file is a skip
+    assert vi.load(bad, device="cpu").failure() is None  # no pass run yet: nothing to judge
 
 
 def test_directory_named_like_an_image_in_a_list(tmp_path):

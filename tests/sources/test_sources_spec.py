@@ -32,8 +32,25 @@ def test_files_and_images(tmp_path):
 
 def test_folder_of_images(tmp_path):
     touch(tmp_path / "shots" / "day1" / "x.png")
-    touch(tmp_path / "shots" / "clip.mp4")  # images win; the video is named in a warning
+    touch(tmp_path / "shots" / "a.jpg")
     assert classify_inputs([tmp_path / "shots"]) == [SourceSpec("images", str(tmp_path / "shots"))]
+
+
+def test_folder_of_images_and_videos_gives_both(tmp_path, caplog):
+    """Each video is a source of its own (sorted by path), then the folder's images as one source;
+    other files are left out and named in the log."""
+    for name in ("b.jpg", "z.mp4", "day1/x.png", "day1/a.mkv", "notes.txt", ".hidden.mp4"):
+        touch(tmp_path / "mixed" / name)
+    with caplog.at_level("WARNING", logger="vidpipe.sources.spec"):
+        specs = classify_inputs([tmp_path / "mixed"])
+    root = tmp_path / "mixed"
+    assert specs == [
+        SourceSpec("file", str(root / "day1" / "a.mkv")),
+        SourceSpec("file", str(root / "z.mp4")),
+        SourceSpec("images", str(root)),
+    ]
+    assert classify_inputs([root]) == specs  # deterministic
+    assert "notes.txt" in caplog.text and "hidden" not in caplog.text
 
 
 def test_folder_of_videos_sorted(tmp_path):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from vidpipe.decode.probe import discard_other_streams, open_input, to_fraction
+from vidpipe.decode.probe import discard_other_streams, is_url, open_input, read_packets, to_fraction
 from vidpipe.errors import DecodeError, UnsupportedError
 
 __all__ = ["Demuxer", "Keyframe", "ANNEXB_FILTERS"]
@@ -66,6 +66,7 @@ class Demuxer:
     ) -> None:
         self.source = os.fspath(source)
         self.stream_id = stream_id
+        self._options = options
         self._container, self._stream = open_input(self.source, options=options)
         discard_other_streams(self._container, self._stream)
         self.codec: str = self._stream.codec_context.name
@@ -123,9 +124,7 @@ class Demuxer:
         import av
 
         try:
-            for pkt in self._container.demux(self._stream):
-                if pkt.size == 0:
-                    continue
+            for pkt in read_packets(self._container, self._stream):  # not demux(): see read_packets
                 self.packets_read += 1
                 yield pkt
         except av.error.FFmpegError as exc:
@@ -154,9 +153,17 @@ class Demuxer:
 
     def seek(self, seconds: float) -> None:
         """Move to the keyframe at or before ``seconds`` (from the start of the stream, as
-        :attr:`Keyframe.time`); the next packets start there."""
-        ts = self.start_pts + int(round(seconds / self.time_base))
-        self._container.seek(ts, stream=self._stream, backward=True, any_frame=False)
+        :attr:`Keyframe.time`); the next packets start there.
+
+        ``seconds <= 0`` reopens the file instead: a seek to the first timestamp is not exact in
+        every format (in MPEG-TS FFmpeg's timestamp search lands on a later keyframe)."""
+        if seconds <= 0 and not is_url(self.source):
+            self._container.close()
+            self._container, self._stream = open_input(self.source, options=self._options)
+            discard_other_streams(self._container, self._stream)
+        else:
+            ts = self.start_pts + int(round(seconds / self.time_base))
+            self._container.seek(ts, stream=self._stream, backward=True, any_frame=False)
         if self._bsf is not None:
             self._bsf.flush()
         self.packets_read = 0  # numbering restarts: it no longer matches keyframes() numbers

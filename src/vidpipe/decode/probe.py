@@ -8,15 +8,16 @@ when unset).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import math
 import os
-import struct
+from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vidpipe.decode.base import StreamInfo
+from vidpipe.decode.rotation import stream_orientation
 from vidpipe.errors import SourceError
 from vidpipe.types import ColorSpec
 
@@ -29,6 +30,7 @@ __all__ = [
     "format_info",
     "open_input",
     "discard_other_streams",
+    "read_packets",
     "to_fraction",
     "is_url",
     "color_from_tags",
@@ -42,6 +44,10 @@ _URL_SCHEMES = ("rtsp", "rtsps", "rtmp", "rtmps", "http", "https", "srt", "udp",
 # FFmpeg AVColorSpace values -> matrix; AVColorRange values -> range.
 _MATRIX_BY_SPACE = {1: "bt709", 4: "bt601", 5: "bt601", 6: "bt601", 7: "bt601", 9: "bt2020", 10: "bt2020"}
 _RANGE_BY_TAG = {1: "limited", 2: "full"}
+# FFmpeg demuxers that read a display matrix (MP4/MOV tkhd, Matroska projection): the formats
+# whose first frame probe() decodes to read it where PyAV has no stream-level accessor (~20 ms
+# at 1080p); other formats carry none.
+_MATRIX_CONTAINERS = ("mov", "matroska")
 
 
 def is_url(source: str) -> bool:
@@ -131,14 +137,15 @@ def open_input(
     if timeout is None and path is None:
         timeout = _URL_TIMEOUT
     try:
-        container = av.open(text, mode="r", options=options or {}, timeout=timeout)
+        # metadata_errors: damaged tags (not UTF-8) must not stop the video from being read
+        container = av.open(text, mode="r", options=options or {}, timeout=timeout, metadata_errors="replace")
     except av.error.FFmpegError as exc:
         reason = _ffmpeg_reason(exc)
         hint = "check the file or convert it with ffmpeg"
         if path is not None and _looks_like_mp4(path):
             hint = (
-                "it looks like an MP4 without its index (moov atom), as left by an interrupted "
-                "recording; recover it with a tool such as untrunc, or re-record it"
+                "it looks like an MP4 whose index (moov atom) is missing or damaged, as an "
+                "interrupted recording leaves it; recover it with a tool such as untrunc, or re-record it"
             )
         if path is None:
             raise SourceError(f"cannot open {text} ({reason}); check the URL and that the stream is live") from exc
@@ -162,6 +169,30 @@ def discard_other_streams(container: Any, keep: Any) -> None:
             other.discard = Discard.all
 
 
+def read_packets(container: Any, stream: Any) -> Iterator[Any]:
+    """The packets of ``stream``, in file order, without PyAV's end-of-file flush packets.
+
+    Use instead of ``container.demux(stream)``. Streams can appear in the middle of a file (an
+    MPEG-TS packet on a PID the programme table never announced, which corrupt bytes easily make
+    look like one); PyAV 18 and 19 then crash at the end of ``demux()``: its flush loop walks the
+    grown stream count through a mask allocated for the streams known at the start (reading past
+    it, so whether it crashes depends on memory contents) and indexes ``container.streams`` past
+    its end (``IndexError: list index out of range``). The demuxer's
+    end comes first as the flush packet of ``stream`` itself (no data, no timestamps); stopping
+    there never reaches that loop. Decoders flush with ``stream.decode(None)`` themselves.
+    FFmpeg read errors (:class:`av.error.FFmpegError`) propagate.
+    """
+    packets = container.demux(stream)
+    try:
+        for packet in packets:
+            if packet.size == 0 and packet.pts is None and packet.dts is None:
+                return  # the flush packet: the demuxer reached the end of the file
+            if packet.stream.index == stream.index and packet.size:
+                yield packet
+    finally:
+        packets.close()
+
+
 def _chroma(fmt: Any) -> str | None:
     if fmt is None or fmt.has_palette:
         return None
@@ -174,11 +205,10 @@ def _chroma(fmt: Any) -> str | None:
     return {(8, 8): "420", (8, 16): "422", (16, 16): "444"}.get((cw, ch))
 
 
-def _rotation(stream: Any) -> int | None:
-    """Display rotation in degrees counter-clockwise, [0, 360) (as ``VideoFrame.rotation``).
-
-    PyAV 19 exposes the stream's display matrix (``codec_context.coded_side_data``); PyAV 18 has
-    no stream-level accessor, so ``None`` (unknown) is returned there.
+def _stream_matrix(stream: Any) -> bytes | None:
+    """The stream's display matrix (36 bytes), or ``None`` when this PyAV cannot give it or the
+    stream has none: PyAV 19 exposes it (``codec_context.coded_side_data``), PyAV 18 does not;
+    :func:`~vidpipe.decode.rotation.stream_orientation` then reads the first frame's.
     """
     side = getattr(stream.codec_context, "coded_side_data", None)
     if side is None:
@@ -187,14 +217,7 @@ def _rotation(stream: Any) -> int | None:
         raw = side.get("display_matrix")
     except Exception:  # noqa: BLE001 - defensive: a PyAV without the mapping
         return None
-    if not raw or len(raw) < 36:
-        return 0
-    m = [v / 65536.0 for v in struct.unpack("<9i", raw[:36])]
-    s0, s1 = math.hypot(m[0], m[3]), math.hypot(m[1], m[4])
-    if s0 == 0 or s1 == 0:
-        return 0
-    ccw = -math.degrees(math.atan2(m[1] / s1, m[0] / s0))  # av_display_rotation_get()
-    return int(round(ccw)) % 360
+    return bytes(raw) if raw else None
 
 
 def probe(source: str | os.PathLike, *, options: dict[str, str] | None = None) -> StreamInfo:
@@ -234,7 +257,6 @@ def probe(source: str | os.PathLike, *, options: dict[str, str] | None = None) -
                 fmt = None
         bit_depth = max((c.bits for c in fmt.components if not c.is_alpha), default=8) if fmt else 8
         color, specified = color_from_tags(cc.colorspace, cc.color_range, pix_fmt, cc.height)
-        rotation = _rotation(stream)
         bit_rate = cc.bit_rate or container.bit_rate or None
         width, height = int(cc.width), int(cc.height)
         if width <= 0 or height <= 0:
@@ -261,20 +283,24 @@ def probe(source: str | os.PathLike, *, options: dict[str, str] | None = None) -
             bit_rate=int(bit_rate) if bit_rate else None,
             color=color,
             color_specified=specified,
-            rotation=rotation or 0,
             stream_index=int(stream.index),
             extra={
                 "colorspace_tag": int(cc.colorspace),
                 "color_range_tag": int(cc.color_range),
                 "color_primaries_tag": int(cc.color_primaries),
                 "color_trc_tag": int(cc.color_trc),
-                "rotation_known": rotation is not None,
                 "base_rate": float(to_fraction(stream.base_rate) or 0) or None,
                 "video_streams": len(container.streams.video),
                 "audio_streams": len(container.streams.audio),
                 "size_bytes": None if is_url(text) else Path(text).stat().st_size,
             },
         )
+        # last: it may decode the first frame (PyAV 18 has no stream-level display matrix)
+        decode = not is_url(text) and container.format.name.startswith(_MATRIX_CONTAINERS)
+        turn, known = stream_orientation(container, stream, stream_matrix=_stream_matrix(stream), decode=decode)
+        known = known or not (decode or is_url(text))  # a local file of a format without a matrix
+        extra = {**info.extra, "rotation_known": known, "mirror": turn.mirror}
+        info = dataclasses.replace(info, rotation=turn.degrees, extra=extra)
     finally:
         container.close()
     logger.debug("probe %s: %s %dx%d %s fps=%s", text, info.codec, info.width, info.height, info.pix_fmt, info.fps)
@@ -303,8 +329,10 @@ def format_info(info: StreamInfo) -> str:
     lines.append(f"colour     {info.color.matrix} {info.color.range} range ({tagged})")
     if info.bit_rate:
         lines.append(f"bit rate   {info.bit_rate / 1000:.0f} kb/s")
-    if info.rotation:
-        lines.append(f"rotation   {info.rotation} degrees")
+    if info.rotation or info.extra.get("mirror"):
+        w, h = (info.height, info.width) if info.rotation in (90, 270) else (info.width, info.height)
+        turn = f"{info.rotation} degrees counter-clockwise" + (", then mirrored" if info.extra.get("mirror") else "")
+        lines.append(f"rotation   {turn} (frames are delivered upright, {w}x{h})")
     others = []
     if info.extra.get("audio_streams"):
         others.append(f"{info.extra['audio_streams']} audio")

@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from vidpipe.decode.base import DecodeOptions, Decoder, StreamInfo
-from vidpipe.decode.probe import discard_other_streams, open_input, probe, to_fraction
+from vidpipe.decode.probe import discard_other_streams, open_input, probe, read_packets, to_fraction
 from vidpipe.decode.rgb import FrameToRGB
 from vidpipe.decode.timing import FrameNumbers, timestamp_gaps
 from vidpipe.errors import DecodeError
@@ -110,6 +110,8 @@ class PyAVDecoder(Decoder):
         self.timestamp_gaps = 0
         self._container: Any = None
         self._failure: BaseException | None = None
+        self._bad_error: BaseException | None = None
+        self._bad_packets = 0
         self._to_rgb = FrameToRGB(self.info)
 
     # ------------------------------------------------------------------------------- helpers
@@ -148,29 +150,35 @@ class PyAVDecoder(Decoder):
 
     def _decoded(self, container: Any, stream: Any, numbers: FrameNumbers, seconds: Any) -> Iterator[Any]:
         """Decoded frames in presentation order; every packet's time goes to ``numbers`` first.
-        A decode or demux error ends the stream: the frames the codec still holds are drained and
-        the error is left in ``self._failure``."""
+
+        A packet the codec rejects is skipped and decoding goes on at the next one, as the
+        ``ffmpeg`` tool does (FFmpeg conceals what it can; later keyframes decode again): the
+        count and the first error are left in ``self._bad_packets`` / ``self._bad_error`` (an
+        error while draining counts as one: PyAV cannot drain past it, the frames after it are
+        lost). A demux error (a damaged or truncated container) ends the stream: the frames the
+        codec still holds are drained and the error is left in ``self._failure``."""
         import av
 
-        self._failure = None
+        self._failure = self._bad_error = None
+        self._bad_packets = 0
         try:
-            for packet in container.demux(stream):
-                if packet.size == 0:
-                    continue
+            for packet in read_packets(container, stream):  # not container.demux(): see read_packets
                 if not packet.is_discard:  # frames of discarded packets never come out (edit lists)
                     numbers.packet(seconds(packet.pts))
                 try:
                     frames = stream.decode(packet)
                 except av.error.FFmpegError as exc:
-                    self._failure = exc
-                    break
+                    self._bad_packets += 1
+                    self._bad_error = self._bad_error or exc
+                    continue
                 yield from frames
         except av.error.FFmpegError as exc:  # demuxer error (truncated / damaged container)
             self._failure = exc
         try:
             yield from stream.decode(None)  # flush: frames still held for reordering / threads
-        except av.error.FFmpegError as exc:
-            self._failure = self._failure or exc
+        except av.error.FFmpegError as exc:  # PyAV cannot drain past an error: the rest is lost
+            self._bad_packets += 1
+            self._bad_error = self._bad_error or exc
 
     def _frames(self) -> Iterator[tuple[Any, int, float | None]]:
         """``(frame, index, pts seconds)`` of the frames to deliver, in order."""
@@ -240,7 +248,10 @@ class PyAVDecoder(Decoder):
             logger.warning("%s", self.error)
             return False
         self._note_missing(numbers, times, reached_end=not past_end)
-        if not past_end:
+        if self._bad_error is not None and index >= 0:
+            self.error = _damaged(self.info.source, self._bad_packets, self._bad_error, kept)
+            logger.warning("%s", self.error)
+        elif not past_end:
             self._check_complete(index, times[-1] if times else None, kept)
         return False
 
@@ -384,3 +395,16 @@ class _BufferRing:
             event = torch.cuda.Event()
             event.record(torch.cuda.current_stream(device))
         self._free.append((buf, event))
+
+
+def _damaged(source: str, packets: int, first: BaseException, kept: int) -> DecodeError:
+    """The error of a stream whose codec rejected ``packets`` packets (skipped, decoding went on)."""
+    reason = getattr(first, "strerror", None) or str(first)
+    error = DecodeError(
+        f"{source}: the file is damaged: {packets} packet(s) could not be decoded ({reason}) and the "
+        f"frames in them are lost; the {kept} frames decoded around the damage were kept; check the "
+        "file with ffprobe or re-encode it with ffmpeg"
+    )
+    error.__cause__ = first
+    return error
+

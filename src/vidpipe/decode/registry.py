@@ -221,6 +221,9 @@ def open_decoder(
 ) -> Decoder:
     """Probe ``source``, choose a backend and open it; ``decoder.choice`` says which and why.
 
+    Frames of a video with a display rotation come out upright (a
+    :class:`~vidpipe.decode.rotation.RotatedDecoder` around the backend's decoder).
+
     ``device``: ``"auto" | "cpu" | "cuda" | "cuda:N"`` (resolved once, here).
     """
     from vidpipe.decode.probe import probe
@@ -238,4 +241,13 @@ def open_decoder(
         options = dataclasses.replace(options, cpu_fallback=False)
     dec = backend.factory(info, device=dev, options=options)
     dec.choice = choice
+    mirror = bool(info.extra.get("mirror"))
+    if info.rotation or mirror:  # every backend delivers stored frames; turn them upright as ffmpeg does
+        from vidpipe.decode.rotation import RotatedDecoder
+
+        logger.info(
+            "%s: display rotation %d degrees%s; frames are turned upright",
+            info.source, info.rotation, " and mirrored" if mirror else "",
+        )  # fmt: skip
+        dec = RotatedDecoder(dec, info.rotation, mirror=mirror)
     return dec

@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
+from vidpipe.errors import SourceError
 from vidpipe.images.batch import ImageBatch, SkippedImage
 from vidpipe.images.decode_cpu import decode_cpu, error_text, quiet_torchvision_deprecation
 from vidpipe.images.formats import ImageFormatError
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
     from vidpipe.images.config import ImageConfig
     from vidpipe.images.decode_gpu import GpuJpegDecoder
 
-__all__ = ["ImageLoader", "LoaderStats"]
+__all__ = ["ImageLoader", "LoaderStats", "all_skipped_error"]
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +133,18 @@ class ImageLoader:
 
     def __repr__(self) -> str:
         return f"ImageLoader(files={self.total}, batch_size={self.batch_size}, decoder={self.decoder!r})"
+
+    def failure(self, location: str | None = None) -> SourceError | None:
+        """After a finished pass: a :class:`~vidpipe.errors.SourceError` when not one listed file
+        could be read (every one was skipped), else ``None``.
+
+        One file: ``"<path>: cannot read this image (<reason>: <detail>); ..."``; several: the input
+        (``location``, e.g. the folder; default: the first file's folder), how many files, the
+        reasons and the first file's problem. A pass that stopped early is not judged.
+        """
+        if self.stats.images or not self.skipped or len(self.skipped) < self.total:
+            return None
+        return all_skipped_error(self.skipped, location)
 
     # -- the producer -----------------------------------------------------------------------
 
@@ -421,6 +435,23 @@ class ImageLoader:
         finally:
             stop.set()
             thread.join()
+
+
+def all_skipped_error(skipped: Sequence[SkippedImage], location: str | None = None) -> SourceError:
+    """The one-line error of an image input none of whose files could be read."""
+    first = skipped[0]
+    if len(skipped) == 1:
+        return SourceError(
+            f"{first.path}: cannot read this image ({first.reason.replace('_', ' ')}: {first.detail}); "
+            "check the file or save it again"
+        )
+    where = location or os.path.dirname(first.path) or "."
+    counts = Counter(s.reason for s in skipped)
+    reasons = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in counts.most_common())
+    return SourceError(
+        f"{where}: none of its {len(skipped)} image files could be read ({reasons}); "
+        f"first: {first.path}: {first.detail}"
+    )
 
 
 def _chunks(items: Iterable, size: int) -> Iterator[list]:

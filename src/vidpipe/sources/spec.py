@@ -3,14 +3,16 @@
 Rules, per input, in this order:
 
 - ``scheme://...`` with a streaming scheme (:data:`LIVE_SCHEMES`) -> ``live``;
-- a folder -> ``images`` if it holds image files (any depth), else one ``file`` per video inside
-  it (sorted by path), else :class:`~vidpipe.errors.SourceError`;
+- a folder -> one ``file`` per video inside it (any depth, sorted by path), then one ``images``
+  spec (the folder itself: its image files, any depth) if it holds images; neither ->
+  :class:`~vidpipe.errors.SourceError`;
 - an existing file -> ``images`` if its extension is an image one, else ``file``;
 - a glob pattern (``*``, ``?``, ``[``) -> its matches: one ``file`` per video, and one ``images``
   spec (the pattern itself) if it matches images; nothing matched -> ``SourceError``;
 - anything else -> ``file`` (whether it exists is checked when it is opened, with a clear message).
 
-Hidden files and folders (name starting with ``.``) are left out of folders and globs.
+Hidden files and folders (name starting with ``.``) are left out of folders and globs. Other files
+of a folder or glob (neither image nor video extension) are left out and named in a log message.
 """
 
 from __future__ import annotations
@@ -91,24 +93,27 @@ def _visible_files(root: str) -> list[str]:
     return out
 
 
+def _note_others(where: str, files: list[str]) -> None:
+    """Log the files of a folder or glob that are neither images nor videos (left out)."""
+    others = [f for f in files if _ext(f) not in IMAGE_EXTENSIONS and _ext(f) not in VIDEO_EXTENSIONS]
+    if others:
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        logger.warning("%s: left out %d file(s) without an image or video extension: %s", where, len(others), shown)
+
+
 def _classify_folder(folder: str) -> list[SourceSpec]:
     files = _visible_files(folder)
-    images = [f for f in files if _ext(f) in IMAGE_EXTENSIONS]
-    videos = [f for f in files if _ext(f) in VIDEO_EXTENSIONS]
-    if images:
-        if videos:
-            logger.warning(
-                "%s holds %d images and %d videos; reading the images only (pass the videos, or a "
-                "pattern such as %s, separately)",
-                folder, len(images), len(videos), os.path.join(folder, "*.mp4"),
-            )
-        return [SourceSpec("images", folder)]
-    if videos:
-        return [SourceSpec("file", v) for v in videos]
-    raise SourceError(
-        f"folder {folder} holds no images or videos (such as .jpg, .png, .mp4, .mkv, .mov); "
-        "check the path, or pass the files themselves"
-    )
+    has_images = any(_ext(f) in IMAGE_EXTENSIONS for f in files)
+    videos = [SourceSpec("file", f) for f in files if _ext(f) in VIDEO_EXTENSIONS]
+    if not has_images and not videos:
+        raise SourceError(
+            f"folder {folder} holds no images or videos (such as .jpg, .png, .mp4, .mkv, .mov); "
+            "check the path, or pass the files themselves"
+        )
+    _note_others(folder, files)
+    if has_images and videos:
+        logger.info("%s: %d video(s), each its own source, and the images as one source", folder, len(videos))
+    return videos + ([SourceSpec("images", folder)] if has_images else [])
 
 
 def _classify_glob(pattern: str) -> list[SourceSpec]:
@@ -126,6 +131,7 @@ def _classify_glob(pattern: str) -> list[SourceSpec]:
             f"the pattern {pattern} matches {len(matches)} files but no images or videos "
             f"(e.g. {matches[0]}); use a pattern ending in an image or video extension"
         )
+    _note_others(pattern, matches)
     return videos + ([SourceSpec("images", pattern)] if has_images else [])
 
 
