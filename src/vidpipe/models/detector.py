@@ -218,14 +218,19 @@ class Detector:
         xy = torch.rand((batch_size, 64, 2), generator=g, device=self.device) * torch.tensor([w, h], device=self.device)
         boxes = torch.cat([xy, xy + 20], dim=2)
         ids = self._classes[0] if self._classes is not None else 0
+        per_class = None
+        if int(ids) < self.model.info.num_classes:  # multi-label NMS's first calls too
+            per_class = torch.zeros((batch_size, 64, self.model.info.num_classes), device=self.device)
+            per_class[..., int(ids)] = 0.9
         cand = Candidates(
             boxes=boxes,
             scores=torch.full((batch_size, 64), 0.9, device=self.device),
             class_ids=torch.full((batch_size, 64), int(ids), dtype=torch.int64, device=self.device),
+            class_scores=per_class,
         )
         cfg = self.config
         dets = nms(cand, conf=cfg.conf, iou=cfg.iou, classes=self._classes, max_det=cfg.max_det,
-                   num_classes=self.model.info.num_classes)  # fmt: skip
+                   num_classes=self.model.info.num_classes, multi_label=self.multi_label)  # fmt: skip
         to_source(dets, inp).cpu().split(batch_size)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
