@@ -9,8 +9,8 @@ product per class), every class scored above 0.25 is a candidate, then Darknet's
 per class, greedy by that class's score, IoU > 0.45 suppressed -- done here with
 ``cv2.dnn.NMSBoxes`` once per class (the same greedy rule). OpenCV's [yolo] layer would also run
 its own per-layer NMS at 0.4 (``nms_threshold`` defaults to 0.4 in its importer), which Darknet
-does not do, so the cfg handed to OpenCV adds ``nms_threshold=0`` to each [yolo] section (Darknet
-ignores that key). Boxes map back to the source with Darknet's ``correct_yolo_boxes``.
+does not do, so the cfg handed to OpenCV adds ``nms_threshold=0`` to each [yolo] section (a key
+Darknet's own parser does not read). Boxes map back to the source with Darknet's ``correct_yolo_boxes``.
 
 vidpipe runs its public path: ``vidpipe.detect`` on the CPU with the bundled FP16 model (FP32
 compute), default options (conf 0.25, iou 0.45, Darknet's letterbox, Darknet's multi-label NMS).
