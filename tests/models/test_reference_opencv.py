@@ -65,8 +65,13 @@ all four previous defaults together        187    0.834     0.941     0.9445    
 
 (mean IoU here with the same box mapping on both sides.) The network is sensitive to sub-pixel
 changes of its input: shifting the 640x272 frame by one row and stretching it by 0.5% moves
-scores by up to 0.28. On bikes.mp4 the previous defaults reported fewer persons than Darknet, not
-more; the pedestrian clip of issue 9 (768x576) is not available here to repeat that count.
+scores by up to 0.28. On bikes.mp4 as it is (a 0.65 shrink) the previous defaults reported fewer
+persons than Darknet. The pedestrian clip of issue 9 (768x576, a 0.54 shrink, where vidpipe
+reported ~15% more low-confidence persons) is not available here; bikes.mp4 upscaled to 768x326
+(bicubic) and shrunk back by the letterbox like it, every 4th frame, shows the same thing: Darknet
+30 persons (9 below 0.5); the antialiased filter alone 33 (13), the previous defaults together 32
+(13), Darknet's letterbox 30 (9), all boxes matched both ways. The stronger the shrink, the more
+the antialiased (blurred) input adds weak persons.
 
 The original weights are not in the repo (35 MB): ``VIDPIPE_YOLOV3_TINY_DIR`` names a folder with
 them (``tools/fetch-yolov3-tiny DIR`` downloads them; CI's ``.ci/run`` does). Without them, or
