@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from vidpipe.images.decode_cpu import apply_orientation
 from vidpipe.images.gpu_resize import oriented_layout
 from vidpipe.images.resize import resize_images
-from vidpipe.ops.letterbox import letterbox_geometry
+from vidpipe.ops.letterbox import DEFAULT_RESAMPLE, interpolate_kwargs, letterbox_geometry
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -53,7 +53,8 @@ def reference(imgs, orients, sizes, size, mode):
         else:
             (nh, nw), x0, y0 = size, 0, 0
         if (nh, nw) != (h, w):
-            x = F.interpolate(x, size=(nh, nw), mode="bilinear", align_corners=False, antialias=nh < h or nw < w)
+            kw = interpolate_kwargs(DEFAULT_RESAMPLE, shrink=nh < h or nw < w)  # the loader's filter
+            x = F.interpolate(x, size=(nh, nw), mode="bilinear", **kw)
         out[i, :, y0 : y0 + nh, x0 : x0 + nw] = (x[0] / 255).clamp(0, 1)
     return out
 

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from vidpipe.images.resize import PAD_VALUE_U8, resize_images
+from vidpipe.ops.letterbox import DEFAULT_RESAMPLE, interpolate_kwargs
 
 
 def _square_image(h, w, box):
@@ -36,8 +37,9 @@ def test_letterbox_geometry_scale_pad_and_mapping(device, dtype):
     assert (out[:, :16] == pad_value).all() and (out[:, 48:] == pad_value).all()
     # The box centre (110, 50) lands at (110 * s + left, 50 * s + top).
     cx, cy = _centroid(out[0, 16:48].float() - out[0, 16:48].float().min())
-    assert cx == pytest.approx(110 * 0.32, abs=0.6)
-    assert cy + 16 == pytest.approx(50 * 0.32 + 16, abs=0.6)
+    # Darknet's resize aligns the corner pixels: pixel centre i lands at i * (new - 1) / (src - 1).
+    assert cx == pytest.approx(109.5 * 63 / 199, abs=0.6)
+    assert cy + 16 == pytest.approx(49.5 * 31 / 99 + 16, abs=0.6)
 
 
 def test_resize_mode_stretches_with_per_axis_scale(device):
@@ -73,7 +75,8 @@ def test_uint8_cpu_path_close_to_float_reference():
     data, _, _ = resize_images(
         [img], [(90, 160)], size=(36, 64), mode="resize", dtype=torch.float32, device=torch.device("cpu")
     )
-    ref = F.interpolate(img[None].float(), size=(36, 64), mode="bilinear", antialias=True, align_corners=False) / 255
+    kw = interpolate_kwargs(DEFAULT_RESAMPLE, shrink=True)  # the loader's filter
+    ref = F.interpolate(img[None].float(), size=(36, 64), mode="bilinear", **kw) / 255
     assert (data - ref).abs().max() <= 1.01 / 255
 
 

@@ -111,3 +111,43 @@ def test_yolo_layers_must_agree_on_classes():
     text = "[net]\n[convolutional]\n[yolo]\nanchors=1,2\nclasses=2\n[convolutional]\n[yolo]\nanchors=1,2\nclasses=3\n"
     message = _bad(text)
     assert "bad.cfg:7" in message and "classes=3 differs" in message
+
+
+def test_no_anchor_warning_when_each_anchor_has_one_layer(caplog):
+    with caplog.at_level("WARNING", logger="vidpipe.models.darknet.cfg"):
+        parse_cfg(YOLOV3_LIKE, source="v3.cfg")
+    assert not caplog.records
+
+
+def test_warns_once_naming_the_file_and_layers_for_a_shared_and_an_unused_anchor(caplog, tmp_path):
+    """The released yolov3-tiny layout (mask 3,4,5 and 1,2,3): anchor 3 twice, anchor 0 never."""
+    path = tmp_path / "tiny.cfg"
+    path.write_text(YOLOV3_LIKE.replace("mask = 0,1,2", "mask = 1,2,3"))
+    with caplog.at_level("WARNING", logger="vidpipe.models.darknet.cfg"):
+        cfg = read_cfg(path)
+    assert [y.mask for y in cfg.yolo_layers] == [(3, 4, 5), (1, 2, 3)]  # still loads
+    (rec,) = caplog.records
+    msg = rec.getMessage()
+    assert rec.levelname == "WARNING" and "\n" not in msg
+    assert str(path) in msg and "anchor 3" in msg and "anchor 0 by no [yolo] layer" in msg
+    assert "layer 7 (line" in msg and "layer 13 (line" in msg and "mask=1,2,3" in msg
+
+
+def test_warns_for_unused_anchors_only(caplog):
+    text = YOLOV3_LIKE.replace("mask = 0,1,2", "mask = 0,1")
+    with caplog.at_level("WARNING", logger="vidpipe.models.darknet.cfg"):
+        parse_cfg(text, source="two.cfg")
+    (rec,) = caplog.records
+    assert "two.cfg" in rec.getMessage() and "anchor 2 by no [yolo] layer" in rec.getMessage()
+    assert "used by" not in rec.getMessage()
+
+
+def test_bundles_are_not_warned_about_again(caplog):
+    """The bundled yolov3-tiny carries the released layout on purpose; its cfg was checked when converted."""
+    from vidpipe.models.darknet import read_bundle
+    from vidpipe.models.zoo import bundled_path
+
+    with caplog.at_level("WARNING", logger="vidpipe.models.darknet.cfg"):
+        b = read_bundle(bundled_path("yolov3-tiny"))
+    assert [y.mask for y in b.cfg.yolo_layers] == [(3, 4, 5), (1, 2, 3)]
+    assert not caplog.records

@@ -136,3 +136,12 @@ def test_detector_properties_and_errors(model):
         moved = ModelInput(inp.tensor.cuda(), inp.frames, inp.scale.cuda(), inp.pad.cuda())
         with pytest.raises(ModelError, match="is on cuda"):
             det(moved)
+
+
+def test_multi_label_follows_the_model_unless_set():
+    """Darknet models get Darknet's multi-label NMS by default; the option overrides it."""
+    model = load_model("yolov3-tiny", device="cpu")
+    assert model.info.format == "darknet" and Detector(model).multi_label is True
+    assert Detector(model, config=DetectorConfig(multi_label=False)).multi_label is False
+    with pytest.raises(ConfigError, match="multi_label"):
+        DetectorConfig(multi_label="yes")

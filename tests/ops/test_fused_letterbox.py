@@ -154,7 +154,7 @@ def test_triton_backend_on_cpu_is_refused_with_a_reason():
 def test_cpu_uint8_fast_path_is_within_one_level_of_exact():
     g = torch.Generator().manual_seed(0)
     rgb = torch.randint(0, 256, (2, 3, 270, 480), dtype=torch.uint8, generator=g)
-    fast, geo = letterbox(rgb, (416, 416))
+    fast, geo = letterbox(rgb, (416, 416), exact=False)
     exact, geo2 = letterbox(rgb, (416, 416), exact=True)
     assert geo == geo2
     assert (fast - exact).abs().max().item() <= 1.0 / 255 + 1e-6

@@ -123,3 +123,59 @@ def test_grouped_nms_with_negative_coordinates():
     boxes = torch.tensor([[900.0, 900.0, 1000.0, 1000.0], [-100.0, -100.0, 0.0, 0.0]])
     keep = grouped_nms(boxes, torch.tensor([0.9, 0.8]), torch.tensor([0, 1]), 0.45)
     assert keep.tolist() == [0, 1]
+
+
+def _multi(boxes, class_scores) -> Candidates:
+    cs = torch.tensor(class_scores, dtype=torch.float32)
+    scores, ids = cs.max(-1)
+    return Candidates(torch.tensor(boxes, dtype=torch.float32), scores, ids, class_scores=cs)
+
+
+def test_multi_label_counts_a_box_for_every_class_above_conf():
+    """Darknet's rule: A (bicycle 0.6, motorbike 0.5) suppresses A2 (motorbike 0.4) and is reported
+    under both classes; best-class-only keeps A2 as a motorbike instead."""
+    cand = _multi([[A, A2]], [[[0.6, 0.5], [0.0, 0.4]]])
+    d = nms(cand, num_classes=2, multi_label=True)
+    got = sorted(zip(d.class_ids.tolist(), [round(s, 3) for s in d.scores.tolist()], d.boxes[:, 0].tolist()))
+    assert got == [(0, 0.6, 10.0), (1, 0.5, 10.0)]
+    d = nms(cand, num_classes=2, multi_label=False)
+    got = sorted(zip(d.class_ids.tolist(), [round(s, 3) for s in d.scores.tolist()], d.boxes[:, 0].tolist()))
+    assert got == [(0, 0.6, 10.0), (1, 0.4, 12.0)]
+    d = nms(cand, num_classes=2, multi_label=True, classes=torch.tensor([1]))
+    assert d.class_ids.tolist() == [1] and d.scores.tolist() == pytest.approx([0.5])
+    d = nms(cand, num_classes=2, multi_label=True, conf=0.55)
+    assert d.class_ids.tolist() == [0]
+
+
+def test_multi_label_equals_darknets_do_nms_sort():
+    """Random boxes and class scores of two frames against a direct port of Darknet's
+    do_nms_sort (per class: sort by that class's score, zero every later box with IoU > thresh)."""
+    g = torch.Generator().manual_seed(0)
+    b, n, c = 2, 300, 4
+    xy = torch.rand(b, n, 2, generator=g) * 200
+    boxes = torch.cat([xy, xy + 10 + torch.rand(b, n, 2, generator=g) * 40], -1)
+    cs = torch.rand(b, n, c, generator=g) ** 3
+    cand = Candidates(boxes, *cs.max(-1), class_scores=cs)
+    d = nms(cand, conf=0.25, iou=0.45, num_classes=c, multi_label=True, max_det=10_000)
+    from torchvision.ops import box_iou
+
+    want = []
+    for f in range(b):
+        for k in range(c):
+            prob = torch.where(cs[f, :, k] > 0.25, cs[f, :, k], 0.0)
+            order = prob.argsort(descending=True)
+            iou = box_iou(boxes[f], boxes[f])
+            for i_pos, i in enumerate(order.tolist()):
+                if prob[i] == 0:
+                    continue
+                for j in order[i_pos + 1 :].tolist():
+                    if iou[i, j] > 0.45:
+                        prob[j] = 0
+            want += [(f, k, round(float(prob[i]), 6)) for i in range(n) if prob[i] > 0]
+    got = [(int(f), int(k), round(float(s), 6)) for f, k, s in zip(d.frame, d.class_ids, d.scores)]
+    assert sorted(got) == sorted(want) and len(want) > 50
+
+
+def test_multi_label_without_class_scores_is_single_label():
+    d = nms(_cand([[A, A2]], [[0.9, 0.8]], [[0, 0]]), num_classes=1, multi_label=True)
+    assert len(d) == 1

@@ -16,7 +16,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from vidpipe._validate import check_choice
-from vidpipe.ops.letterbox import PAD_VALUE, letterbox_geometry
+from vidpipe.ops.letterbox import DEFAULT_RESAMPLE, PAD_VALUE, interpolate_kwargs, letterbox_geometry
 
 if TYPE_CHECKING:
     import torch
@@ -125,19 +125,20 @@ def resize_images(
 
 
 def _interpolate(x: torch.Tensor, hw: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
-    """``(N, 3, h, w)`` uint8 -> ``(N, 3, *hw)`` of ``dtype`` (bilinear, antialiased when shrinking)."""
+    """``(N, 3, h, w)`` uint8 -> ``(N, 3, *hw)`` of ``dtype`` (bilinear, the letterbox's default
+    filter: :data:`vidpipe.ops.letterbox.DEFAULT_RESAMPLE`, Darknet's ``resize_image``)."""
     import torch
     import torch.nn.functional as F
 
     h, w = x.shape[-2:]
     if (h, w) == hw:
         return to_dtype(x, dtype)
-    shrink = hw[0] < h or hw[1] < w
+    kw = interpolate_kwargs(DEFAULT_RESAMPLE, shrink=hw[0] < h or hw[1] < w)
     if x.device.type == "cpu":
-        r = F.interpolate(x, size=hw, mode="bilinear", align_corners=False, antialias=shrink)
+        r = F.interpolate(x, size=hw, mode="bilinear", **kw)
         return to_dtype(r, dtype)
     work = dtype if dtype.is_floating_point else torch.float32
-    r = F.interpolate(x.to(work), size=hw, mode="bilinear", align_corners=False, antialias=shrink)
+    r = F.interpolate(x.to(work), size=hw, mode="bilinear", **kw)
     if dtype.is_floating_point:
         return r.mul_(1.0 / 255.0).clamp_(0.0, 1.0)
     return r.round_().clamp_(0, 255).to(torch.uint8)
@@ -162,7 +163,7 @@ def target_size(src_h: int, src_w: int, size: tuple[int, int], mode: str) -> tup
 
 
 def resize_one_cpu(img: torch.Tensor, hw: tuple[int, int]) -> torch.Tensor:
-    """``(3, h, w)`` uint8 CPU image -> ``(3, *hw)`` uint8 (bilinear, antialiased when shrinking),
+    """``(3, h, w)`` uint8 CPU image -> ``(3, *hw)`` uint8 (bilinear, the letterbox's default filter),
     on the calling thread: what the CPU branch of :func:`resize_images` does to it, done ahead on a
     reader thread. Returned as is when already ``hw``."""
     if tuple(img.shape[-2:]) == tuple(hw):

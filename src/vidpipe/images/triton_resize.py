@@ -15,8 +15,8 @@ are. Two passes, like :mod:`vidpipe.ops.fused`:
   letterbox padding and cast, over the whole ``(B, 3, H, W)`` output (any strides).
 
 The taps (``idx``/``w``: per output row or column, ``K`` source indices and weights) are those of
-``F.interpolate(mode="bilinear", align_corners=False, antialias=...)``
-(:func:`vidpipe.ops.fused.resample_taps`).
+the letterbox's default ``F.interpolate(mode="bilinear", ...)`` filter
+(:func:`vidpipe.ops.fused.taps_for`).
 """
 
 from __future__ import annotations

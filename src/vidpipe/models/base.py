@@ -73,12 +73,16 @@ class Candidates:
         scores: ``(B, N)`` float32 confidence (objectness x class probability for YOLO).
         class_ids: ``(B, N)`` int64.
         needs_nms: ``False`` for set-prediction heads (DETR) whose boxes are already unique.
+        class_scores: optional ``(B, N, C)`` float32 score of every class (for YOLO objectness x
+            that class's probability; ``scores`` is its max, ``class_ids`` its argmax), for
+            multi-label NMS (Darknet's: a box counts for every class scored above the threshold).
     """
 
     boxes: "torch.Tensor"
     scores: "torch.Tensor"
     class_ids: "torch.Tensor"
     needs_nms: bool = True
+    class_scores: "torch.Tensor | None" = None
 
     def __post_init__(self) -> None:
         b, n = self.scores.shape if self.scores.ndim == 2 else (-1, -1)
@@ -86,6 +90,9 @@ class Candidates:
             raise ValueError(f"Candidates.boxes must be ({b}, {n}, 4), got {tuple(self.boxes.shape)}")
         if self.class_ids.shape != (b, n):
             raise ValueError(f"Candidates.class_ids must be ({b}, {n}), got {tuple(self.class_ids.shape)}")
+        cs = self.class_scores
+        if cs is not None and (cs.ndim != 3 or tuple(cs.shape[:2]) != (b, n)):
+            raise ValueError(f"Candidates.class_scores must be ({b}, {n}, C), got {tuple(cs.shape)}")
 
     def __repr__(self) -> str:
         return f"Candidates(boxes={tuple(self.boxes.shape)}, device={self.boxes.device}, needs_nms={self.needs_nms})"

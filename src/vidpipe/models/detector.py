@@ -35,17 +35,25 @@ class DetectorConfig:
         iou: NMS IoU threshold in [0, 1] (per frame and class).
         classes: class ids to keep (``None``: all); see :func:`resolve_classes` for names.
         max_det: most detections per frame (>= 1).
+        multi_label: a box counts for every class scored above ``conf`` (``True``, Darknet's
+            ``do_nms_sort``: a bicycle box also scored 0.3 as motorbike suppresses weaker
+            motorbike boxes and is reported twice, once per class) or for its best class only
+            (``False``, Ultralytics' predict). ``None`` (default): the model's own convention,
+            ``True`` for Darknet models (the bundled one included), ``False`` for the others.
     """
 
     conf: float = 0.25
     iou: float = 0.45
     classes: tuple[int, ...] | None = None
     max_det: int = 300
+    multi_label: bool | None = None
 
     def __post_init__(self) -> None:
         check_range("conf", self.conf, low=0.0, high=1.0)
         check_range("iou", self.iou, low=0.0, high=1.0)
         check_range("max_det", self.max_det, low=1, integer=True)
+        if self.multi_label is not None and not isinstance(self.multi_label, bool):
+            raise ConfigError(f"invalid multi_label={self.multi_label!r}; expected None, True or False")
         if self.classes is not None:
             ids = tuple(self.classes) if isinstance(self.classes, (list, tuple)) else None
             if not ids or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in ids):
@@ -113,6 +121,8 @@ class Detector:
         self.model = model
         self.config = config or DetectorConfig()
         self.head = get_head(model.info.head)
+        ml = self.config.multi_label
+        self.multi_label: bool = ml if ml is not None else model.info.format == "darknet"
         self._classes: torch.Tensor | None = None
         if self.config.classes is not None:
             import torch
@@ -169,6 +179,7 @@ class Detector:
                 classes=self._classes,
                 max_det=cfg.max_det,
                 num_classes=self.model.info.num_classes,
+                multi_label=self.multi_label,
             )
         # The results leave as ordinary tensors (inference tensors refuse in-place updates outside
         # inference mode, which would surprise a tracker or a sink); they are small.
@@ -207,14 +218,19 @@ class Detector:
         xy = torch.rand((batch_size, 64, 2), generator=g, device=self.device) * torch.tensor([w, h], device=self.device)
         boxes = torch.cat([xy, xy + 20], dim=2)
         ids = self._classes[0] if self._classes is not None else 0
+        per_class = None
+        if int(ids) < self.model.info.num_classes:  # multi-label NMS's first calls too
+            per_class = torch.zeros((batch_size, 64, self.model.info.num_classes), device=self.device)
+            per_class[..., int(ids)] = 0.9
         cand = Candidates(
             boxes=boxes,
             scores=torch.full((batch_size, 64), 0.9, device=self.device),
             class_ids=torch.full((batch_size, 64), int(ids), dtype=torch.int64, device=self.device),
+            class_scores=per_class,
         )
         cfg = self.config
         dets = nms(cand, conf=cfg.conf, iou=cfg.iou, classes=self._classes, max_det=cfg.max_det,
-                   num_classes=self.model.info.num_classes)  # fmt: skip
+                   num_classes=self.model.info.num_classes, multi_label=self.multi_label)  # fmt: skip
         to_source(dets, inp).cpu().split(batch_size)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)

@@ -7,13 +7,16 @@ in several steps::
 
 i.e. every source pixel is converted to RGB with the stream's matrix and range, chroma sited and
 rounded like swscale (so NVDEC frames give the model what PyAV frames give it), then resampled with the same
-weights as ``F.interpolate(mode="bilinear", antialias=<shrinking>)`` into the letterbox region
+weights as the CPU letterbox's ``F.interpolate`` (by default Darknet's bilinear ``resize_image``:
+``align_corners=True``, no antialiasing, 2 taps per axis; ``resample="antialias"``: the widened
+triangle filter when shrinking) into the letterbox region
 (geometry from :func:`~vidpipe.ops.letterbox.letterbox_geometry`), scaled to [0, 1], padded
 with grey 0.5 and cast. Without Triton, or on CPU, the same thing runs as plain PyTorch ops.
 
 :func:`nv12_to_rgb` gives full-size ``(B, 3, H, W)`` uint8 RGB (what PyAV's ``rgb24`` gives).
 
-Measured on one H200 (torch 2.11, Triton 3.6), ms per batch of 32 frames -> 416x416 fp16:
+Measured on one H200 (torch 2.11, Triton 3.6), ms per batch of 32 frames -> 416x416 fp16, with the
+antialiased filter (up to ~6 taps per axis at 1080p; Darknet's default has 2, so no more work):
 
 =====================  ==========  =========  ==============  ==============================
 input                  two_pass    direct     torch fallback  nv12_to_rgb + letterbox (RGB)
@@ -41,14 +44,21 @@ from typing import TYPE_CHECKING, Literal
 
 from vidpipe._validate import check_choice
 from vidpipe.ops.color import split_yuv, yuv_coefficients, yuv_to_rgb
-from vidpipe.ops.letterbox import PAD_VALUE, LetterboxGeometry, letterbox_geometry
+from vidpipe.ops.letterbox import (
+    DEFAULT_RESAMPLE,
+    PAD_VALUE,
+    LetterboxGeometry,
+    Resample,
+    check_resample,
+    letterbox_geometry,
+)
 from vidpipe.types import FrameBatch
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
 
-__all__ = ["yuv_letterbox", "nv12_to_rgb", "resample_taps", "triton_ready"]
+__all__ = ["yuv_letterbox", "nv12_to_rgb", "resample_taps", "taps_for", "triton_ready"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,21 +77,35 @@ _OUT_BLOCK = (8, 64)
 
 
 @functools.lru_cache(maxsize=64)
-def resample_taps(in_size: int, out_size: int, *, antialias: bool) -> "tuple[np.ndarray, np.ndarray]":
-    """Source indices and weights of ``F.interpolate(mode="bilinear", align_corners=False)`` along one axis.
+def resample_taps(
+    in_size: int, out_size: int, *, antialias: bool, align_corners: bool = False
+) -> "tuple[np.ndarray, np.ndarray]":
+    """Source indices and weights of ``F.interpolate(mode="bilinear")`` along one axis.
 
     Returns ``(idx, w)``: ``(out_size, K)`` int32 and float32; output ``i`` is
     ``sum_k w[i, k] * x[idx[i, k]]``. Unused taps have weight 0 and a valid index.
-    With ``antialias`` the triangle filter is widened by the shrink factor (PyTorch's
+    ``align_corners=True`` (Darknet's ``resize_image``; needs ``antialias=False``): output ``i``
+    samples ``i * (in - 1) / (out - 1)``, two taps. Otherwise half-pixel centres; with
+    ``antialias`` the triangle filter is widened by the shrink factor (PyTorch's
     ``_upsample_bilinear2d_aa``: support ``max(1, scale)``, weights normalised per output).
     """
     import numpy as np
 
     if in_size <= 0 or out_size <= 0:
         raise ValueError(f"resample sizes must be positive, got {in_size} -> {out_size}")
+    if align_corners and antialias:
+        raise ValueError("resample_taps: align_corners=True has no antialiased variant")
     scale = in_size / out_size
     rows: list[list[tuple[int, float]]] = []
-    if antialias:
+    if align_corners:
+        step = (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+        for i in range(out_size):
+            src = i * step
+            i0 = min(int(src), in_size - 1)
+            lam = src - i0
+            i1 = i0 + 1 if i0 < in_size - 1 else i0
+            rows.append([(i0, 1.0 - lam), (i1, lam)])
+    elif antialias:
         support = scale if scale >= 1.0 else 1.0
         invscale = 1.0 / scale if scale >= 1.0 else 1.0
         for i in range(out_size):
@@ -113,17 +137,29 @@ def resample_taps(in_size: int, out_size: int, *, antialias: bool) -> "tuple[np.
     return idx, w
 
 
+def taps_for(
+    in_size: int, out_size: int, *, resample: Resample = DEFAULT_RESAMPLE, shrink: bool
+) -> "tuple[np.ndarray, np.ndarray]":
+    """:func:`resample_taps` of one axis as :func:`vidpipe.ops.letterbox.letterbox` resizes it
+    with ``resample``; ``shrink``: whether the image shrinks along either axis (PyTorch's
+    antialias flag covers both axes)."""
+    check_resample(resample)
+    if resample == "darknet":
+        return resample_taps(in_size, out_size, antialias=False, align_corners=True)
+    return resample_taps(in_size, out_size, antialias=shrink)
+
+
 _device_taps: dict[tuple, "tuple[torch.Tensor, torch.Tensor]"] = {}
 _device_taps_lock = threading.Lock()
 
 
-def _taps_on(in_size: int, out_size: int, antialias: bool, device: "torch.device"):
+def _taps_on(in_size: int, out_size: int, resample: str, shrink: bool, device: "torch.device"):
     import torch
 
-    key = (in_size, out_size, antialias, str(device))
+    key = (in_size, out_size, resample, shrink, str(device))
     got = _device_taps.get(key)
     if got is None:
-        idx, w = resample_taps(in_size, out_size, antialias=antialias)
+        idx, w = taps_for(in_size, out_size, resample=resample, shrink=shrink)
         got = (torch.from_numpy(idx.copy()).to(device), torch.from_numpy(w.copy()).to(device))
         with _device_taps_lock:
             if len(_device_taps) > 256:
@@ -250,6 +286,7 @@ def yuv_letterbox(
     out: "torch.Tensor | None" = None,
     backend: Backend = "auto",
     method: Method | None = None,
+    resample: Resample = DEFAULT_RESAMPLE,
 ) -> "tuple[torch.Tensor, LetterboxGeometry]":
     """Convert NV12 / P010 frames to RGB and letterbox them into the model's input, fused.
 
@@ -262,6 +299,8 @@ def yuv_letterbox(
             strides, so a slice ``big[i:i+B]`` of a larger batch buffer works (no ``torch.cat``).
         backend: ``"auto"`` (Triton on CUDA when importable, else PyTorch), ``"triton"``, ``"torch"``.
         method: Triton only: ``"two_pass"`` (default, two kernels) or ``"direct"`` (one kernel).
+        resample: the resize filter, as :func:`~vidpipe.ops.letterbox.letterbox`'s (default
+            ``"darknet"``).
 
     Returns:
         ``(tensor, geometry)``: ``(B, 3, H_in, W_in)`` RGB in [0, 1] on ``batch.device`` (grey 0.5
@@ -271,6 +310,7 @@ def yuv_letterbox(
     import torch
 
     _check_yuv(batch)
+    check_resample(resample)
     if method is not None:
         check_choice("method", method, _METHODS)
     b, h, w = _size(batch)
@@ -288,41 +328,46 @@ def yuv_letterbox(
     if b == 0:
         return out, geo
     if _use_triton(backend, batch.device):
-        _letterbox_triton(batch, geo, out, method or _DEFAULT_METHOD)
+        _letterbox_triton(batch, geo, out, method or _DEFAULT_METHOD, resample)
     else:
-        _letterbox_torch(batch, geo, out)
+        _letterbox_torch(batch, geo, out, resample)
     return out, geo
 
 
 def _resized(geo: LetterboxGeometry) -> tuple[bool, bool]:
-    """(resize at all, antialias) exactly as :func:`vidpipe.ops.letterbox.letterbox` decides."""
+    """(resize at all, shrink along either axis) exactly as :func:`vidpipe.ops.letterbox.letterbox` decides."""
     resize = (geo.new_h, geo.new_w) != (geo.src_h, geo.src_w)
     return resize, resize and (geo.new_h < geo.src_h or geo.new_w < geo.src_w)
 
 
-def _letterbox_torch(batch: FrameBatch, geo: LetterboxGeometry, out: "torch.Tensor") -> None:
+def _letterbox_torch(batch: FrameBatch, geo: LetterboxGeometry, out: "torch.Tensor", resample: str) -> None:
     import torch
     import torch.nn.functional as F
 
+    from vidpipe.ops.letterbox import interpolate_kwargs
+
     y, uv, depth = split_yuv(batch.data, fmt=batch.format)
     x = yuv_to_rgb(y, uv, batch.color, bit_depth=depth, dtype=torch.float32)
-    resize, aa = _resized(geo)
+    resize, shrink = _resized(geo)
     if resize:
-        x = F.interpolate(x, size=(geo.new_h, geo.new_w), mode="bilinear", align_corners=False, antialias=aa)
+        kw = interpolate_kwargs(resample, shrink=shrink)
+        x = F.interpolate(x, size=(geo.new_h, geo.new_w), mode="bilinear", **kw)
     out.fill_(PAD_VALUE)
     region = out[:, :, geo.pad_y : geo.pad_y + geo.new_h, geo.pad_x : geo.pad_x + geo.new_w]
     region.copy_((x * (1.0 / 255.0)).clamp_(0.0, 1.0))
 
 
-def _letterbox_triton(batch: FrameBatch, geo: LetterboxGeometry, out: "torch.Tensor", method: str) -> None:
+def _letterbox_triton(
+    batch: FrameBatch, geo: LetterboxGeometry, out: "torch.Tensor", method: str, resample: str
+) -> None:
     import torch
 
     from vidpipe.ops import triton_kernels as tk
 
     b, h = len(batch), geo.src_h
-    _, aa = _resized(geo)
-    yidx, yw = _taps_on(geo.src_h, geo.new_h, aa, batch.device)
-    xidx, xw = _taps_on(geo.src_w, geo.new_w, aa, batch.device)
+    _, shrink = _resized(geo)
+    yidx, yw = _taps_on(geo.src_h, geo.new_h, resample, shrink, batch.device)
+    xidx, xw = _taps_on(geo.src_w, geo.new_w, resample, shrink, batch.device)
     a = _kernel_args(batch)
     flags = dict(SHIFT=a["SHIFT"], FLOOR=a["FLOOR"], ROUND=a["ROUND"], LINEAR=a["LINEAR"])
     ostr = out.stride()

@@ -1,5 +1,11 @@
 """Class-aware non-maximum suppression over a whole batch in one kernel call.
 
+Two label rules: single-label (each candidate keeps only its best class, as Ultralytics' predict
+does) and multi-label (``multi_label=True``: a candidate is one entry for every class scored
+above ``conf``, as Darknet's ``do_nms_sort`` and ``draw_detections`` do, so a box scored 0.6 as
+bicycle and 0.3 as motorbike suppresses lower motorbike boxes and is reported under both). NMS is
+per frame and class in both, greedy by decreasing score, dropping IoU > ``iou``.
+
 Candidates of every frame and class go through a single ``torchvision.ops.nms`` call: each box is
 shifted by ``(frame * num_classes + class) * span`` so boxes of different frames or classes can
 never overlap. That is ``torchvision.ops.batched_nms``'s "coordinate trick", done here in float64
@@ -55,6 +61,7 @@ def nms(
     max_det: int = 300,
     max_candidates: int = 30000,
     num_classes: int | None = None,
+    multi_label: bool = False,
 ) -> Detections:
     """Threshold, class-filter and class-aware NMS a batch of candidates into :class:`Detections`.
 
@@ -66,6 +73,8 @@ def nms(
         max_det: most detections kept per frame (the best-scored).
         max_candidates: at most this many best-scored candidates per frame enter NMS.
         num_classes: number of classes of the model (default: inferred from ``class_ids``).
+        multi_label: one entry per class scored above ``conf`` (Darknet's rule; needs
+            ``cand.class_scores``, else single-label), instead of the best class only.
 
     Returns:
         Detections with boxes still in model-input pixels (float32), ``frame`` = row in the batch,
@@ -78,19 +87,34 @@ def nms(
     check_range("iou", iou, low=0.0, high=1.0)
     check_range("max_det", max_det, low=1, integer=True)
     check_range("max_candidates", max_candidates, low=1, integer=True)
-    boxes, scores, class_ids = cand.boxes, cand.scores, cand.class_ids
+    boxes, scores, class_ids, per_class = cand.boxes, cand.scores, cand.class_ids, cand.class_scores
+    multi = multi_label and per_class is not None and cand.needs_nms
     b, n = scores.shape
     if n > max_candidates:
         scores, top = scores.topk(max_candidates, dim=1)
         class_ids = class_ids.gather(1, top)
         boxes = boxes.gather(1, top.unsqueeze(-1).expand(-1, -1, 4))
-    mask = scores > conf
-    if classes is not None:
-        mask &= torch.isin(class_ids, classes.to(class_ids.device))
-    frame, anchor = mask.nonzero(as_tuple=True)
-    if frame.numel() == 0:
-        return Detections.empty(boxes.device)
-    boxes, scores, class_ids = boxes[frame, anchor].float(), scores[frame, anchor].float(), class_ids[frame, anchor]
+        if multi:
+            per_class = per_class.gather(1, top.unsqueeze(-1).expand(-1, -1, per_class.shape[-1]))
+    if multi:
+        mask = per_class > conf  # (B, N, C)
+        if classes is not None:
+            allowed = torch.isin(torch.arange(per_class.shape[-1], device=mask.device), classes.to(mask.device))
+            mask &= allowed
+        frame, anchor, cls = mask.nonzero(as_tuple=True)
+        if frame.numel() == 0:
+            return Detections.empty(boxes.device)
+        boxes, scores, class_ids = boxes[frame, anchor].float(), per_class[frame, anchor, cls].float(), cls
+        if num_classes is None:
+            num_classes = per_class.shape[-1]
+    else:
+        mask = scores > conf
+        if classes is not None:
+            mask &= torch.isin(class_ids, classes.to(class_ids.device))
+        frame, anchor = mask.nonzero(as_tuple=True)
+        if frame.numel() == 0:
+            return Detections.empty(boxes.device)
+        boxes, scores, class_ids = boxes[frame, anchor].float(), scores[frame, anchor].float(), class_ids[frame, anchor]
     if cand.needs_nms:
         if num_classes is None:
             num_classes = int(class_ids.max()) + 1

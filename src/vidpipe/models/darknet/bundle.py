@@ -102,7 +102,7 @@ def read_bundle(path: str | Path) -> Bundle:
             f"{path}: bundle format version {meta.get('vidpipe.format_version')!r} is not supported "
             f"(this vidpipe reads version {FORMAT_VERSION})"
         )
-    cfg = parse_cfg(meta.get("cfg", ""), source=f"{path}[cfg]")
+    cfg = parse_cfg(meta.get("cfg", ""), source=f"{path}[cfg]", check_anchors=False)  # checked when converted
     try:
         names = tuple(json.loads(meta.get("names", "[]")))
     except json.JSONDecodeError as exc:

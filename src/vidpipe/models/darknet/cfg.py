@@ -12,12 +12,14 @@ Layer indices exclude ``[net]``: the first layer after it is layer 0, as in Dark
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 from vidpipe.errors import ModelError
+from vidpipe.models.darknet.anchors import anchor_use_warning
 
 __all__ = [
     "ACTIVATIONS",
@@ -33,6 +35,8 @@ __all__ = [
     "parse_cfg",
     "read_cfg",
 ]
+
+logger = logging.getLogger(__name__)
 
 ACTIVATIONS: tuple[str, ...] = ("leaky", "linear", "relu", "mish", "swish", "logistic")
 _HEADER = re.compile(r"^\[\s*([A-Za-z_]+)\s*\]$")
@@ -376,8 +380,13 @@ _PARSERS = {
 }
 
 
-def parse_cfg(text: str, *, source: str = "<cfg>") -> DarknetCfg:
-    """Parse Darknet cfg ``text``; ``source`` names it in error messages (usually the path)."""
+def parse_cfg(text: str, *, source: str = "<cfg>", check_anchors: bool = True) -> DarknetCfg:
+    """Parse Darknet cfg ``text``; ``source`` names it in error messages (usually the path).
+
+    With ``check_anchors`` a cfg whose ``[yolo]`` layers share an anchor or leave one unused gets
+    a one-line ``logging`` warning (:func:`vidpipe.models.darknet.anchors.anchor_use_warning`); bundles, whose cfg was checked when
+    they were converted, pass False.
+    """
     raws = _split(text, source)
     if not raws or raws[0].name not in ("net", "network"):
         where = f"{source}:{raws[0].line}" if raws else source
@@ -407,6 +416,8 @@ def parse_cfg(text: str, *, source: str = "<cfg>") -> DarknetCfg:
                 f"{source}:{y.line}: [yolo] classes={y.classes} differs from classes={yolos[0].classes} "
                 f"at line {yolos[0].line}"
             )
+    if check_anchors and (message := anchor_use_warning(source, yolos)):
+        logger.warning("%s", message)
     return DarknetCfg(source=source, net=net, layers=tuple(layers), text=text)
 
 

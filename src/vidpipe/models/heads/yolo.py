@@ -2,7 +2,8 @@
 
 The layout of Darknet YOLO networks as built by vidpipe and of YOLOv5/YOLOv7 exports: per anchor
 ``cx, cy, w, h`` in model-input pixels, objectness, then ``C`` class probabilities (already
-sigmoid-activated). Score is ``objectness x max class probability``, class its argmax.
+sigmoid-activated). Score is ``objectness x max class probability``, class its argmax; every
+class's ``objectness x probability`` goes along as ``class_scores`` for multi-label NMS.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class YoloV5Head(Head):
             got = tuple(raw.shape) if isinstance(raw, torch.Tensor) else type(raw).__name__
             raise ModelError(f"the yolov5 head expects a (B, N, 5 + classes) tensor, got {got}")
         raw = raw.float()
-        class_prob, class_ids = raw[..., 5:].max(dim=-1)
-        scores = raw[..., 4] * class_prob
-        return Candidates(boxes=cxcywh_to_xyxy(raw[..., :4]), scores=scores, class_ids=class_ids)
+        class_scores = raw[..., 4:5] * raw[..., 5:]
+        scores, class_ids = class_scores.max(dim=-1)
+        return Candidates(
+            boxes=cxcywh_to_xyxy(raw[..., :4]), scores=scores, class_ids=class_ids, class_scores=class_scores
+        )

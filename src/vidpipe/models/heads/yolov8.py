@@ -26,5 +26,6 @@ class YoloV8Head(Head):
             raise ModelError(f"the yolov8 head expects a [B, 4 + C, N] tensor, got {describe_raw(raw)}")
         t = t.float()
         boxes = cxcywh_to_xyxy(t[:, :4].transpose(1, 2))
-        scores, class_ids = t[:, 4:].max(dim=1)
-        return Candidates(boxes, scores, class_ids, needs_nms=True)
+        class_scores = t[:, 4:].transpose(1, 2)
+        scores, class_ids = class_scores.max(dim=-1)
+        return Candidates(boxes, scores, class_ids, needs_nms=True, class_scores=class_scores)
