@@ -72,8 +72,9 @@ def detect(
 
     Args:
         source: a path, URL, folder, glob, or a list of them.
-        model: ``"yolov3-tiny"`` (bundled, offline), a Darknet ``.cfg``/``.weights``, or a loaded
-            model.
+        model: ``"yolov3-tiny"`` (bundled, offline), a model file (Darknet ``.cfg``/``.weights``,
+            ONNX ``.onnx``, TorchScript ``.pt``/``.torchscript``, torch.export ``.pt2``, ...), or a
+            loaded model.
         device: ``"auto" | "cpu" | "cuda" | "cuda:N"``; everything runs there.
         decoder: ``"auto" | "nvdec" | "pyav" | "dali"`` for videos.
         batch_size: frames per model call.
@@ -125,7 +126,7 @@ def detect(
         except SourceError as exc:
             if len(sources) == 1:
                 raise
-            logger.error("%s", exc, exc_info=logger.isEnabledFor(logging.DEBUG))
+            logger.error("%s", exc, exc_info=logger.isEnabledFor(logging.DEBUG), extra={"vidpipe_source_error": True})
             failed.append((src, str(exc)))
     if not specs:
         raise SourceError("none of the inputs can be read: " + "; ".join(reason for _, reason in failed))

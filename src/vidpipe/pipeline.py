@@ -166,7 +166,18 @@ class SourceState:
     error: str | None = None
     expected_frames: int | None = None
     finished: bool = False  # the consumer saw the worker's end marker
+    stopped: bool = False  # the worker stopped before the end of its input (run stopping)
     extra: dict = field(default_factory=dict)
+
+    @property
+    def drained(self) -> bool:
+        """Every frame of this source has been yielded (its worker is done)."""
+        return self.finished and self.frames >= self.produced
+
+
+#: ``extra=`` of log records about a failed or partial source: the CLI reports those itself
+#: (once, at the end), so it filters them from its log output.
+SOURCE_ERROR_LOG = {"vidpipe_source_error": True}
 
 
 class DetectionRun:
@@ -229,16 +240,17 @@ class DetectionRun:
                     state, detector=self.detector, config=self.config, stop=self._stop, stats=self.stats
                 ):
                     if not self._put(_Chunk(state.stream_id, chunk_inp, ready)):
+                        state.stopped = True
                         break
                     state.produced += len(chunk_inp)
             except VidpipeError as exc:
                 state.status = "partial" if state.produced else "failed"
                 state.error = str(exc)
-                logger.error("%s", exc, exc_info=logger.isEnabledFor(logging.DEBUG))
+                logger.error("%s", exc, exc_info=logger.isEnabledFor(logging.DEBUG), extra=SOURCE_ERROR_LOG)
             except Exception as exc:  # noqa: BLE001 - one broken source must not stop the others
                 state.status = "partial" if state.produced else "failed"
                 state.error = f"{state.spec.location}: unexpected {type(exc).__name__}: {exc}"
-                logger.exception("source %s failed", state.spec.location)
+                logger.error("source %s failed", state.spec.location, exc_info=True, extra=SOURCE_ERROR_LOG)
             else:
                 if state.status == "running":
                     state.status = "ok"
@@ -289,6 +301,29 @@ class DetectionRun:
 
     # ------------------------------------------------------------------ consumer
     def __iter__(self) -> Iterator[FrameResult]:
+        for batch in self._run():
+            for r in batch:
+                self._count((r,))
+                yield r
+
+    def batches(self) -> Iterator[list[FrameResult]]:
+        """The results batch by batch (one list per model call, in order per source), instead
+        of frame by frame. Iterate either this or the run itself, once."""
+        for batch in self._run():
+            self._count(batch)
+            yield batch
+
+    def _count(self, results: "Sequence[FrameResult]") -> None:
+        """Account results as delivered, right before they are handed over: the per-source
+        counts are exactly the frames the caller received."""
+        for r in results:
+            st = self.states[r.meta.stream_id]
+            st.frames += 1
+            st.detections += len(r.detections)
+            self.stats.frames += 1
+            self.stats.detections += len(r.detections)
+
+    def _run(self) -> Iterator[list[FrameResult]]:
         if self._started:
             raise RuntimeError("a DetectionRun can be iterated only once")
         self._start()
@@ -297,7 +332,17 @@ class DetectionRun:
         finally:
             self.close()
 
-    def _consume(self) -> Iterator[FrameResult]:
+    def stop(self) -> None:
+        """Ask the run to end early (thread- and signal-handler-safe): the workers stop reading,
+        the batch being detected is still yielded, then iteration ends. Sources not read to
+        their end are ``partial`` (``skipped`` if never started)."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def _consume(self) -> Iterator[list[FrameResult]]:
         """Batches in, results out, one batch in flight: batch N+1's model is queued on the GPU
         before batch N is post-processed (head, NMS with its host sync, device->host copy) on a
         second CUDA stream, so the GPU runs one while the host waits for the other."""
@@ -308,6 +353,8 @@ class DetectionRun:
         buffered = 0
         in_flight: _InFlight | None = None
         while pending or parts:
+            if self._stop.is_set():  # stop(): deliver the batch in flight, drop the rest
+                break
             item = None
             if pending:
                 try:
@@ -378,7 +425,7 @@ class DetectionRun:
             self._post_stream = torch.cuda.Stream(self.device)
         return self._post_stream
 
-    def _finish(self, job: "_InFlight", torch: Any) -> Iterator[FrameResult]:
+    def _finish(self, job: "_InFlight", torch: Any) -> Iterator[list[FrameResult]]:
         """Head, NMS and box mapping of a launched batch (on the post stream), then results."""
         inp, n = job.inp, len(job.inp)
         with self.stats.time("postprocess", n):
@@ -398,13 +445,7 @@ class DetectionRun:
                 dets = self._postprocess(job, torch)
         per_frame = dets.split(n)
         names = tuple(self.detector.names)
-        self.stats.frames += n
-        self.stats.detections += len(dets)
-        for meta, d in zip(inp.frames, per_frame):
-            st = self.states[meta.stream_id]
-            st.frames += 1
-            st.detections += len(d)
-            yield FrameResult(meta=meta, detections=d, names=names)
+        yield [FrameResult(meta=meta, detections=d, names=names) for meta, d in zip(inp.frames, per_frame)]
 
     def _postprocess(self, job: "_InFlight", torch: Any):
         dets = self._runner.postprocess(job.raw, job.inp)
@@ -436,8 +477,11 @@ class DetectionRun:
         for st in self.states:
             if st.status == "pending":
                 st.status = "skipped"
-                st.error = st.error or "the run stopped before this input started"
-            elif st.status in ("running", "ok") and (not st.finished or st.frames < st.produced):
+                st.error = st.error or f"{st.spec.location}: the run stopped before this input started"
+            elif st.status == "running" or (st.status == "ok" and (st.stopped or st.frames < st.produced)):
+                # "ok" means the worker read its input to the end; the source is complete when,
+                # in addition, every frame it produced was yielded (whether or not the consumer
+                # got to the worker's end marker).
                 st.status = "partial"
                 st.error = st.error or f"{st.spec.location}: the run stopped after {st.frames} frames"
         self.finished_at = time.perf_counter()
