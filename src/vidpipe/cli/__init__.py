@@ -87,7 +87,8 @@ def _setup_logging(debug: bool, quiet: bool) -> None:
     level = logging.DEBUG if debug else (logging.ERROR if quiet else logging.INFO)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s" if debug else "vidpipe: %(message)s"))
-    handler.addFilter(_NotReportedHere())
+    if not debug:  # --debug shows them as they happen, with their tracebacks
+        handler.addFilter(_NotReportedHere())
     root = logging.getLogger("vidpipe")
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -219,7 +219,8 @@ def select_backend(
             why = "first usable backend" if on_gpu else "CPU device"
         choice = BackendChoice(name, why, tuple(rejected))
         if rejected and on_gpu and not gpu:
-            logger.warning("%s: decoding with %s on the CPU instead of the GPU (%s)", src, name, why)
+            gpu_names = "/".join(n for n, _ in rejected if _is_gpu_backend(n)) or "a GPU decoder"
+            logger.warning("%s: decoding with %s on the CPU instead of %s on the GPU (%s)", src, name, gpu_names, why)
         else:
             logger.info("%s: decoding with %s on %s", src, name, device)
         return choice
