@@ -46,7 +46,8 @@ class PipelineConfig:
     """How frames move through the pipeline (the model's own options live in DetectorConfig).
 
     Attributes:
-        decoder: video decoder backend, ``"auto"`` picks the fastest that works for each input.
+        decoder: video decoder backend, ``"auto"`` picks the fastest that works for each input
+            (a backend added with :func:`vidpipe.decode.registry.register_backend` may be named).
         batch_size: frames per model call (across sources).
         frame_skip / max_frames / start / end: which frames of each video to process
             (see :class:`~vidpipe.decode.base.DecodeOptions`).
@@ -83,7 +84,9 @@ class PipelineConfig:
     decoder_processes: int | None = None
 
     def __post_init__(self) -> None:
-        check_choice("decoder", self.decoder, DECODER_NAMES)
+        from vidpipe.decode.registry import registered_backends
+
+        check_choice("decoder", self.decoder, dict.fromkeys([*DECODER_NAMES, *registered_backends()]))
         check_choice("letterbox", self.letterbox, ("rect", "square"))
         check_choice("accel", self.accel, ("auto", "none"))
         check_range("batch_size", self.batch_size, low=1, high=4096, integer=True)
