@@ -227,8 +227,8 @@ class TableSink(Sink):
         (see the module docstring).
         """
         status = _outcome(summary, complete=complete)
-        if reason is None and status != "complete" and summary is not None:
-            reason = f"the run ended {summary.status}"
+        if reason is None and status != "complete":
+            reason = "no input could be read" if status == "failed" else "some inputs failed or were cut short"
         return {
             "vidpipe_version": vidpipe_version(),
             "path": str(self.path),
@@ -268,6 +268,6 @@ class TableSink(Sink):
             logger.info("wrote %d detections of %d frames to %s", self.rows, self.frames, where)
         else:
             logger.warning(
-                "output %s is %s (%s): %d detections of %d frames", where, meta["status"], meta["reason"],
+                "output %s marked %s (%s): %d detections of %d frames", where, meta["status"], meta["reason"],
                 self.rows, self.frames,
             )
