@@ -15,12 +15,12 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from vidpipe.pipeline import SOURCE_ERROR_LOG
+from vidpipe.pipeline_config import SOURCE_ERROR_LOG
 from vidpipe.types import ModelInput
 
 if TYPE_CHECKING:
     from vidpipe.models.detector import Detector
-    from vidpipe.pipeline import PipelineConfig, SourceState
+    from vidpipe.pipeline_config import PipelineConfig, SourceState
     from vidpipe.stats import PipelineStats
 
 logger = logging.getLogger(__name__)
