@@ -147,3 +147,26 @@ def test_max_det_caps_detections_per_frame(make_clip, tmp_path):
     for r in rows:
         per_frame[r["frame"]] = per_frame.get(r["frame"], 0) + 1
     assert per_frame and max(per_frame.values()) == 2
+
+
+def test_stdout_reader_closing_the_pipe_stops_quietly(make_clip):
+    clip = make_clip(width=160, height=96, frames=100, fps=10, gop=10)
+    proc = subprocess.Popen(  # --conf 0.001: far more rows than a pipe buffers (64 KiB)
+        [sys.executable, "-m", "vidpipe", "detect", str(clip.path), *FAST, "--conf", "0.001", "-o", "-"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    first = proc.stdout.readline()  # like `| head -1`
+    assert json.loads(first)["source"] == str(clip.path)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "error" not in err and "Exception ignored" not in err
+
+
+def test_library_messages_speak_cli_flags():
+    from vidpipe.cli import cli_message
+
+    assert cli_message("invalid batch_size=0; expected") == "invalid --batch-size 0; expected"
+    assert cli_message("or pass format= one of csv") == "or pass --format one of csv"
+    assert cli_message("invalid classes='person,x'") == "invalid --classes 'person,x'"
+    assert cli_message("a backend=x stays") == "a backend=x stays"  # only whole argument names

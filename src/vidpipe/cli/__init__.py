@@ -44,7 +44,7 @@ _FLAGS = {
     "head": "--head", "letterbox": "--letterbox", "format": "--format", "conf": "--conf", "iou": "--iou",
     "start": "--start", "end": "--end", "model": "--model",
 }
-_PY_ARG = re.compile(r"\b(" + "|".join(_FLAGS) + r")=")
+_PY_ARG = re.compile(r"\b(" + "|".join(_FLAGS) + r")= ?")
 
 
 def cli_message(text: str) -> str:

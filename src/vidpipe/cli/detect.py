@@ -151,6 +151,29 @@ def _check_device(args: argparse.Namespace) -> None:
         )
 
 
+def _broken_pipe(exc: BaseException | None) -> bool:
+    while exc is not None:
+        if isinstance(exc, BrokenPipeError):
+            return True
+        exc = exc.__cause__
+    return False
+
+
+def _reader_gone(outputs) -> int:
+    """The reader of ``-o -`` closed the pipe: stop quietly, like other Unix filters (exit 141)."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # nothing more to flush there at exit
+    os.close(devnull)
+    try:
+        outputs.abort("the reader closed stdout")
+    except Exception:  # noqa: BLE001 - the stream is gone; nothing to finalise
+        pass
+    logger.debug("stdout closed by its reader; stopping")
+    return 141
+
+
 def run(args: argparse.Namespace) -> int:
     import vidpipe
     from vidpipe.cli._outputs import Outputs
@@ -197,6 +220,8 @@ def run(args: argparse.Namespace) -> int:
         except BaseException as exc:
             det_run.close()
             bar.close()
+            if spec.mode == "stdout" and _broken_pipe(exc):  # `vidpipe detect ... -o - | head`
+                return _reader_gone(outputs)
             reason = "interrupted (second signal)" if isinstance(exc, KeyboardInterrupt) else (
                 f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             )
