@@ -170,3 +170,25 @@ def test_library_messages_speak_cli_flags():
     assert cli_message("or pass format= one of csv") == "or pass --format one of csv"
     assert cli_message("invalid classes='person,x'") == "invalid --classes 'person,x'"
     assert cli_message("a backend=x stays") == "a backend=x stays"  # only whole argument names
+
+
+def test_image_folder_and_video_in_one_table(make_clip, tmp_path):
+    import shutil
+
+    from conftest import DATA_DIR
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    jpgs = sorted((DATA_DIR / "images").glob("*.jpg"))[:3]
+    for p in jpgs:
+        shutil.copy(p, photos / p.name)
+    clip = make_clip(width=160, height=96, frames=9, fps=10, gop=3)
+    out = tmp_path / "all.jsonl"
+    p = vidpipe("detect", photos, clip.path, *FAST, "-o", out)
+    assert p.returncode == 0, p.stderr
+    meta = json.loads((tmp_path / "all.jsonl.meta.json").read_text())
+    got = {s["source"]: (s["status"], s["frames"]) for s in meta["summary"]["sources"]}
+    assert got == {str(photos): ("ok", len(jpgs)), str(clip.path): ("ok", pyav_frames(clip.path))}
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    kinds = ["video" if r["source"] == str(clip.path) else "image" for r in rows]
+    assert kinds == sorted(kinds, key=["image", "video"].index)  # the folder's rows first (input order)
