@@ -27,8 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from vidpipe.errors import VidpipeError
 from vidpipe.pipeline_config import SOURCE_ERROR_LOG, PipelineConfig, SourceState
-
-__all__ = ["DetectionRun", "PipelineConfig", "SourceState", "SOURCE_ERROR_LOG"]
 from vidpipe.stats import PipelineStats
 from vidpipe.types import FrameResult, ModelInput
 
@@ -40,6 +38,8 @@ if TYPE_CHECKING:
     from vidpipe.summary import RunSummary
 
 logger = logging.getLogger(__name__)
+
+__all__ = ["DetectionRun", "PipelineConfig", "SourceState", "SOURCE_ERROR_LOG"]
 
 
 @dataclass
@@ -90,13 +90,13 @@ class _Done:
     stream_id: int
 
 
-
-
 class DetectionRun:
     """An iterable of :class:`FrameResult` over several inputs, with a summary at the end.
 
-    Create it with :func:`vidpipe.detect`. Iterate once; results of one source are in frame order,
-    sources interleave. ``states`` tracks each source; ``close()`` stops early.
+    Create it with :func:`vidpipe.detect`. Iterate it once, frame by frame or with
+    :meth:`batches`; results of one source are in frame order, sources interleave. ``states``
+    tracks each source; :meth:`stop` ends the run early keeping the batch being detected,
+    ``close()`` ends it at once. The per-source counts are the results handed to the caller.
     """
 
     def __init__(
