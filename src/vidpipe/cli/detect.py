@@ -228,16 +228,17 @@ def run(args: argparse.Namespace) -> int:
             outputs.abort(reason)
             raise
         bar.close()
-        if interrupt.signal_name is not None:
-            summary = outputs.abort(f"interrupted ({interrupt.signal_name})")
+        stopped_by = interrupt.signal_name  # a signal during the finalising below changes nothing
+        if stopped_by is not None:
+            summary = outputs.abort(f"interrupted ({stopped_by})")
         else:
             summary = outputs.close()
     summary_out = sys.stderr if spec.mode == "stdout" else sys.stdout
     if not args.quiet:
         print(summary.format_text(errors=False), file=summary_out, flush=True)
-    if interrupt.signal_name is not None:
+    if stopped_by is not None:
         print(
-            f"vidpipe: interrupted ({interrupt.signal_name}) after {summary.frames} frames; "
+            f"vidpipe: interrupted ({stopped_by}) after {summary.frames} frames; "
             "the outputs hold every one of them and are marked partial",
             file=sys.stderr,
         )
