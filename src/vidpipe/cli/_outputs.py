@@ -56,8 +56,7 @@ class OutputSpec:
         suffix = ".detections" + _EXT["csv" if self.format == "auto" else self.format]
         path = default_output_path(source, suffix=suffix)
         if self.mode == "folder":
-            assert self.path is not None  # noqa: S101 - set by the CLI for this mode
-            return self.path / path.name
+            return (self.path or Path.cwd()) / path.name
         if self.here:
             return Path.cwd() / path.name
         if not os.access(path.parent, os.W_OK):
@@ -129,8 +128,7 @@ class Outputs:
         while self._current < len(states) and states[self._current].drained:
             self._current += 1
             held = self._held.pop(self._current, None)
-            if held:
-                assert self._single is not None  # noqa: S101 - only used with one table
+            if held and self._single is not None:
                 self._single.write(held)
 
     def flush_held(self) -> None:
