@@ -26,6 +26,7 @@ def build_detector(
     iou: float = 0.45,
     classes: "str | Sequence[str | int] | None" = None,
     max_det: int = 300,
+    agnostic: bool = False,
     imgsz: "int | tuple[int, int] | None" = None,
     names: "Sequence[str] | str | os.PathLike | None" = None,
     head: str | None = None,
@@ -42,7 +43,8 @@ def build_detector(
     if not isinstance(model, Model):
         model = load_model(os.fspath(model), device=device, dtype=dtype, input_size=imgsz, names=names, head=head)
     class_ids = None if classes is None else resolve_classes(classes, model.info.names)
-    return Detector(model, config=DetectorConfig(conf=conf, iou=iou, classes=class_ids, max_det=max_det))
+    config = DetectorConfig(conf=conf, iou=iou, classes=class_ids, max_det=max_det, agnostic=agnostic)
+    return Detector(model, config=config)
 
 
 def detect(
@@ -60,6 +62,7 @@ def detect(
     iou: float = 0.45,
     classes: "str | Sequence[str | int] | None" = None,
     max_det: int = 300,
+    agnostic: bool = False,
     imgsz: "int | tuple[int, int] | None" = None,
     dtype: str = "auto",
     names: "Sequence[str] | str | os.PathLike | None" = None,
@@ -81,6 +84,7 @@ def detect(
         frame_skip: keep every N-th frame; ``max_frames``, ``start``, ``end`` (seconds) limit the
             frames per video.
         conf, iou, classes, max_det: detection thresholds, class filter (names or ids), cap.
+        agnostic: class-agnostic NMS (boxes of different classes suppress each other).
         imgsz: model input size (default: the model's).
         dtype: ``"auto"`` (FP16 on CUDA, FP32 on the CPU), ``"fp16"`` or ``"fp32"``.
         names: class names (list or names file) for models that carry none; ``head``: force the
@@ -138,6 +142,7 @@ def detect(
         iou=iou,
         classes=classes,
         max_det=max_det,
+        agnostic=agnostic,
         imgsz=imgsz,
         names=names,
         head=head,

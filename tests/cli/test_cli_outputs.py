@@ -192,3 +192,19 @@ def test_image_folder_and_video_in_one_table(make_clip, tmp_path):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     kinds = ["video" if r["source"] == str(clip.path) else "image" for r in rows]
     assert kinds == sorted(kinds, key=["image", "video"].index)  # the folder's rows first (input order)
+
+
+def test_agnostic_nms_through_the_cli(bikes_path, tmp_path):
+    """--agnostic: no two boxes of one frame overlap by IoU > --iou, whatever their classes."""
+    import torch
+    from torchvision.ops import box_iou
+
+    out = tmp_path / "d.csv"
+    p = vidpipe("detect", bikes_path, *FAST, "--max-frames", "8", "--agnostic", "--iou", "0.3", "-o", out)
+    assert p.returncode == 0, p.stderr
+    rows = list(csv.DictReader(out.open()))
+    assert len({r["class_name"] for r in rows}) > 1
+    for f in {r["frame"] for r in rows}:
+        b = torch.tensor([[float(r[k]) for k in ("x1", "y1", "x2", "y2")] for r in rows if r["frame"] == f])
+        iou = box_iou(b, b).fill_diagonal_(0)
+        assert float(iou.max()) <= 0.3 + 1e-3

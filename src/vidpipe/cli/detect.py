@@ -86,6 +86,8 @@ def add_parser(sub, common) -> None:
     p.add_argument("--iou", type=_float_in(0.0, 1.0), default=0.45, help="NMS IoU threshold (default: %(default)s)")
     p.add_argument("--max-det", type=_int_in(1), default=300, metavar="N",
                    help="most detections per frame, the best-scored (default: %(default)s)")
+    p.add_argument("--agnostic", action="store_true",
+                   help="class-agnostic NMS: overlapping boxes of different classes suppress each other")
     p.add_argument("--classes", default=None, help="comma-separated class names or ids to keep, e.g. person,car")
     p.add_argument("--imgsz", type=_int_in(32, 8192), default=None, metavar="PIXELS",
                    help="model input size (default: the model's)")
@@ -201,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
         iou=args.iou,
         classes=args.classes,
         max_det=args.max_det,
+        agnostic=args.agnostic,
         imgsz=args.imgsz,
         names=args.names,
         head=args.head,
