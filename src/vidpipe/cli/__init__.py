@@ -23,7 +23,7 @@ EXIT_USER = 2
 EXIT_INTERRUPTED = 130
 
 DESCRIPTION = (
-    "Detect objects in videos, image folders and images - fast on NVIDIA GPUs (NVDEC decoding, "
+    "Detect objects in videos, image folders and images: fast on NVIDIA GPUs (NVDEC decoding,\n"
     "GPU pre- and post-processing), and on the CPU with PyAV."
 )
 EPILOG = """examples:
