@@ -26,6 +26,7 @@ def build_detector(
     iou: float = 0.45,
     classes: "str | Sequence[str | int] | None" = None,
     max_det: int = 300,
+    agnostic: bool = False,
     imgsz: "int | tuple[int, int] | None" = None,
     names: "Sequence[str] | str | os.PathLike | None" = None,
     head: str | None = None,
@@ -42,7 +43,8 @@ def build_detector(
     if not isinstance(model, Model):
         model = load_model(os.fspath(model), device=device, dtype=dtype, input_size=imgsz, names=names, head=head)
     class_ids = None if classes is None else resolve_classes(classes, model.info.names)
-    return Detector(model, config=DetectorConfig(conf=conf, iou=iou, classes=class_ids, max_det=max_det))
+    config = DetectorConfig(conf=conf, iou=iou, classes=class_ids, max_det=max_det, agnostic=agnostic)
+    return Detector(model, config=config)
 
 
 def detect(
@@ -60,6 +62,7 @@ def detect(
     iou: float = 0.45,
     classes: "str | Sequence[str | int] | None" = None,
     max_det: int = 300,
+    agnostic: bool = False,
     imgsz: "int | tuple[int, int] | None" = None,
     dtype: str = "auto",
     names: "Sequence[str] | str | os.PathLike | None" = None,
@@ -72,14 +75,16 @@ def detect(
 
     Args:
         source: a path, URL, folder, glob, or a list of them.
-        model: ``"yolov3-tiny"`` (bundled, offline), a Darknet ``.cfg``/``.weights``, or a loaded
-            model.
+        model: ``"yolov3-tiny"`` (bundled, offline), a model file (Darknet ``.cfg``/``.weights``,
+            ONNX ``.onnx``, TorchScript ``.pt``/``.torchscript``, torch.export ``.pt2``, ...), or a
+            loaded model.
         device: ``"auto" | "cpu" | "cuda" | "cuda:N"``; everything runs there.
         decoder: ``"auto" | "nvdec" | "pyav" | "dali"`` for videos.
         batch_size: frames per model call.
         frame_skip: keep every N-th frame; ``max_frames``, ``start``, ``end`` (seconds) limit the
             frames per video.
         conf, iou, classes, max_det: detection thresholds, class filter (names or ids), cap.
+        agnostic: class-agnostic NMS (boxes of different classes suppress each other).
         imgsz: model input size (default: the model's).
         dtype: ``"auto"`` (FP16 on CUDA, FP32 on the CPU), ``"fp16"`` or ``"fp32"``.
         names: class names (list or names file) for models that carry none; ``head``: force the
@@ -125,7 +130,7 @@ def detect(
         except SourceError as exc:
             if len(sources) == 1:
                 raise
-            logger.error("%s", exc, exc_info=logger.isEnabledFor(logging.DEBUG))
+            logger.error("%s", exc, exc_info=logger.isEnabledFor(logging.DEBUG), extra={"vidpipe_source_error": True})
             failed.append((src, str(exc)))
     if not specs:
         raise SourceError("none of the inputs can be read: " + "; ".join(reason for _, reason in failed))
@@ -137,6 +142,7 @@ def detect(
         iou=iou,
         classes=classes,
         max_det=max_det,
+        agnostic=agnostic,
         imgsz=imgsz,
         names=names,
         head=head,

@@ -47,7 +47,7 @@ def resolve_device(device: "str | torch.device | None" = "auto") -> "torch.devic
         raise BackendUnavailableError(
             f"device={device!r} was requested but PyTorch sees no CUDA GPU "
             f"(torch {torch.__version__}, built with CUDA {torch.version.cuda}); "
-            "use --device cpu, or run `vidpipe doctor` to see why"
+            "use device='cpu', or run `vidpipe doctor` to see why"
         )
     dev = torch.device(text)
     index = dev.index if dev.index is not None else torch.cuda.current_device()

@@ -22,12 +22,11 @@ import queue
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vidpipe._validate import check_choice, check_range
-from vidpipe.decode.base import DECODER_NAMES, DecodeOptions
 from vidpipe.errors import VidpipeError
+from vidpipe.pipeline_config import SOURCE_ERROR_LOG, PipelineConfig, SourceState
 from vidpipe.stats import PipelineStats
 from vidpipe.types import FrameResult, ModelInput
 
@@ -40,67 +39,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class PipelineConfig:
-    """How frames move through the pipeline (the model's own options live in DetectorConfig).
-
-    Attributes:
-        decoder: video decoder backend, ``"auto"`` picks the fastest that works for each input.
-        batch_size: frames per model call (across sources).
-        frame_skip / max_frames / start / end: which frames of each video to process
-            (see :class:`~vidpipe.decode.base.DecodeOptions`).
-        strict_gpu: make any CPU fallback on a GPU device an error.
-        max_open_sources: inputs decoded concurrently.
-        queue_depth: chunks buffered per open source before its worker waits.
-        results_on_host: move detections to the CPU (one transfer per batch) before yielding.
-        letterbox: ``"square"`` feeds the model its nominal size (Darknet's letterbox, the
-            default: detections match the original model's); ``"rect"`` trims the padding to
-            the model's stride when the model accepts any input size (a 16:9 frame runs at
-            416x256 instead of 416x416: less compute, slightly different detections near edges).
-        accel: ``"auto"``: on a GPU, a PyTorch model's forward at ``(batch_size, 3, H, W)`` runs as
-            a CUDA graph captured when the run starts (:func:`vidpipe.models.backends.accelerate`;
-            same outputs, other shapes run eagerly). The consumer thread launches the model while
-            the decoder threads contend for the GIL, and every kernel launch costs a GIL
-            hand-over: one graph launch instead of one per layer (on an H200 with NVDEC decoding,
-            YOLOv3-tiny at batch 32: 3,050 -> 3,730 frames/s end to end). ``"none"``: eager.
-        decoder_processes: NVDEC sessions in this many decoder processes (``0``: threads here;
-            ``None``: automatic, see :class:`~vidpipe.decode.nvdec.NvdecDecoder`).
-    """
-
-    decoder: str = "auto"
-    batch_size: int = 32
-    frame_skip: int = 1
-    max_frames: int | None = None
-    start: float | None = None
-    end: float | None = None
-    strict_gpu: bool = False
-    max_open_sources: int = 4
-    queue_depth: int = 4
-    results_on_host: bool = False
-    letterbox: str = "square"
-    accel: str = "auto"
-    decoder_processes: int | None = None
-
-    def __post_init__(self) -> None:
-        check_choice("decoder", self.decoder, DECODER_NAMES)
-        check_choice("letterbox", self.letterbox, ("rect", "square"))
-        check_choice("accel", self.accel, ("auto", "none"))
-        check_range("batch_size", self.batch_size, low=1, high=4096, integer=True)
-        check_range("max_open_sources", self.max_open_sources, low=1, high=256, integer=True)
-        check_range("queue_depth", self.queue_depth, low=1, high=1024, integer=True)
-        self.decode_options()  # validates frame_skip, max_frames, start, end, decoder_processes
-
-    def decode_options(self, stream_id: int = 0) -> DecodeOptions:
-        return DecodeOptions(
-            frame_skip=self.frame_skip,
-            max_frames=self.max_frames,
-            start=self.start,
-            end=self.end,
-            stream_id=stream_id,
-            reuse_buffers=True,  # each batch is preprocessed before the next is requested
-            decoder_processes=self.decoder_processes,
-        )
+__all__ = ["DetectionRun", "PipelineConfig", "SourceState", "SOURCE_ERROR_LOG"]
 
 
 @dataclass
@@ -151,29 +90,13 @@ class _Done:
     stream_id: int
 
 
-@dataclass
-class SourceState:
-    """Mutable per-source progress, owned by the pipeline."""
-
-    spec: "SourceSpec"
-    stream_id: int
-    status: str = "pending"  # pending | running | ok | partial | failed
-    frames: int = 0  # frames whose results were yielded
-    produced: int = 0  # frames preprocessed and queued by the worker
-    detections: int = 0
-    decoder: str | None = None
-    decoder_reason: str | None = None
-    error: str | None = None
-    expected_frames: int | None = None
-    finished: bool = False  # the consumer saw the worker's end marker
-    extra: dict = field(default_factory=dict)
-
-
 class DetectionRun:
     """An iterable of :class:`FrameResult` over several inputs, with a summary at the end.
 
-    Create it with :func:`vidpipe.detect`. Iterate once; results of one source are in frame order,
-    sources interleave. ``states`` tracks each source; ``close()`` stops early.
+    Create it with :func:`vidpipe.detect`. Iterate it once, frame by frame or with
+    :meth:`batches`; results of one source are in frame order, sources interleave. ``states``
+    tracks each source; :meth:`stop` ends the run early keeping the batch being detected,
+    ``close()`` ends it at once. The per-source counts are the results handed to the caller.
     """
 
     def __init__(
@@ -229,16 +152,17 @@ class DetectionRun:
                     state, detector=self.detector, config=self.config, stop=self._stop, stats=self.stats
                 ):
                     if not self._put(_Chunk(state.stream_id, chunk_inp, ready)):
+                        state.stopped = True
                         break
                     state.produced += len(chunk_inp)
             except VidpipeError as exc:
                 state.status = "partial" if state.produced else "failed"
                 state.error = str(exc)
-                logger.error("%s", exc, exc_info=logger.isEnabledFor(logging.DEBUG))
+                logger.error("%s", exc, exc_info=logger.isEnabledFor(logging.DEBUG), extra=SOURCE_ERROR_LOG)
             except Exception as exc:  # noqa: BLE001 - one broken source must not stop the others
                 state.status = "partial" if state.produced else "failed"
                 state.error = f"{state.spec.location}: unexpected {type(exc).__name__}: {exc}"
-                logger.exception("source %s failed", state.spec.location)
+                logger.error("source %s failed", state.spec.location, exc_info=True, extra=SOURCE_ERROR_LOG)
             else:
                 if state.status == "running":
                     state.status = "ok"
@@ -289,6 +213,29 @@ class DetectionRun:
 
     # ------------------------------------------------------------------ consumer
     def __iter__(self) -> Iterator[FrameResult]:
+        for batch in self._run():
+            for r in batch:
+                self._count((r,))
+                yield r
+
+    def batches(self) -> Iterator[list[FrameResult]]:
+        """The results batch by batch (one list per model call, in order per source), instead
+        of frame by frame. Iterate either this or the run itself, once."""
+        for batch in self._run():
+            self._count(batch)
+            yield batch
+
+    def _count(self, results: "Sequence[FrameResult]") -> None:
+        """Account results as delivered, right before they are handed over: the per-source
+        counts are exactly the frames the caller received."""
+        for r in results:
+            st = self.states[r.meta.stream_id]
+            st.frames += 1
+            st.detections += len(r.detections)
+            self.stats.frames += 1
+            self.stats.detections += len(r.detections)
+
+    def _run(self) -> Iterator[list[FrameResult]]:
         if self._started:
             raise RuntimeError("a DetectionRun can be iterated only once")
         self._start()
@@ -297,7 +244,17 @@ class DetectionRun:
         finally:
             self.close()
 
-    def _consume(self) -> Iterator[FrameResult]:
+    def stop(self) -> None:
+        """Ask the run to end early (thread- and signal-handler-safe): the workers stop reading,
+        the batch being detected is still yielded, then iteration ends. Sources not read to
+        their end are ``partial`` (``skipped`` if never started)."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def _consume(self) -> Iterator[list[FrameResult]]:
         """Batches in, results out, one batch in flight: batch N+1's model is queued on the GPU
         before batch N is post-processed (head, NMS with its host sync, device->host copy) on a
         second CUDA stream, so the GPU runs one while the host waits for the other."""
@@ -308,6 +265,8 @@ class DetectionRun:
         buffered = 0
         in_flight: _InFlight | None = None
         while pending or parts:
+            if self._stop.is_set():  # stop(): deliver the batch in flight, drop the rest
+                break
             item = None
             if pending:
                 try:
@@ -378,7 +337,7 @@ class DetectionRun:
             self._post_stream = torch.cuda.Stream(self.device)
         return self._post_stream
 
-    def _finish(self, job: "_InFlight", torch: Any) -> Iterator[FrameResult]:
+    def _finish(self, job: "_InFlight", torch: Any) -> Iterator[list[FrameResult]]:
         """Head, NMS and box mapping of a launched batch (on the post stream), then results."""
         inp, n = job.inp, len(job.inp)
         with self.stats.time("postprocess", n):
@@ -398,13 +357,7 @@ class DetectionRun:
                 dets = self._postprocess(job, torch)
         per_frame = dets.split(n)
         names = tuple(self.detector.names)
-        self.stats.frames += n
-        self.stats.detections += len(dets)
-        for meta, d in zip(inp.frames, per_frame):
-            st = self.states[meta.stream_id]
-            st.frames += 1
-            st.detections += len(d)
-            yield FrameResult(meta=meta, detections=d, names=names)
+        yield [FrameResult(meta=meta, detections=d, names=names) for meta, d in zip(inp.frames, per_frame)]
 
     def _postprocess(self, job: "_InFlight", torch: Any):
         dets = self._runner.postprocess(job.raw, job.inp)
@@ -436,8 +389,11 @@ class DetectionRun:
         for st in self.states:
             if st.status == "pending":
                 st.status = "skipped"
-                st.error = st.error or "the run stopped before this input started"
-            elif st.status in ("running", "ok") and (not st.finished or st.frames < st.produced):
+                st.error = st.error or f"{st.spec.location}: the run stopped before this input started"
+            elif st.status == "running" or (st.status == "ok" and (st.stopped or st.frames < st.produced)):
+                # "ok" means the worker read its input to the end; the source is complete when,
+                # in addition, every frame it produced was yielded (whether or not the consumer
+                # got to the worker's end marker).
                 st.status = "partial"
                 st.error = st.error or f"{st.spec.location}: the run stopped after {st.frames} frames"
         self.finished_at = time.perf_counter()

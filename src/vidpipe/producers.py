@@ -15,11 +15,12 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from vidpipe.pipeline_config import SOURCE_ERROR_LOG
 from vidpipe.types import ModelInput
 
 if TYPE_CHECKING:
     from vidpipe.models.detector import Detector
-    from vidpipe.pipeline import PipelineConfig, SourceState
+    from vidpipe.pipeline_config import PipelineConfig, SourceState
     from vidpipe.stats import PipelineStats
 
 logger = logging.getLogger(__name__)
@@ -70,15 +71,21 @@ def _drive(
     device: Any,
     stop: threading.Event,
     stats: "PipelineStats",
+    state: "SourceState",
 ) -> Iterator[tuple[ModelInput, Any]]:
     """Pull decoded batches and turn them into model inputs on the worker's own CUDA stream.
+
+    Sets ``state.stopped`` when ``stop`` ends it before the input's end.
 
     The decode step (``next(batches)``) runs inside the stream scope too: a decoder that uploads
     (PyAV -> CUDA) or copies (NVDEC) queues that work on the current stream, which must be the
     worker's, so the ready event recorded after ``to_input`` covers it.
     """
     stream, scope = _stream_scope(device)
-    while not stop.is_set():
+    while True:
+        if stop.is_set():
+            state.stopped = True
+            return
         with scope:
             t0 = time.perf_counter()
             batch = next(batches, None)
@@ -122,14 +129,30 @@ def _video_chunks(
         state.decoder = dec.choice.name
         state.decoder_reason = dec.choice.reason
         state.expected_frames = _expected_frames(dec.info, config)
-        yield from _drive(dec.batches(config.batch_size), to_input, device=device, stop=stop, stats=stats)
+        yield from _drive(
+            dec.batches(config.batch_size), to_input, device=device, stop=stop, stats=stats, state=state
+        )
         procs = getattr(dec, "processes_used", 0)
         if procs:
             state.decoder_reason = f"{state.decoder_reason}; sessions in {procs} decoder processes"
         if dec.error is not None:
             state.status = "partial"
             state.error = str(dec.error)
-            logger.warning("%s", dec.error)
+            logger.warning("%s", dec.error, extra=SOURCE_ERROR_LOG)
+        elif state.produced == 0 and not state.stopped:
+            state.extra["note"] = _empty_selection_note(dec.info, config)
+            logger.warning("%s: no frames: %s", state.spec.location, state.extra["note"])
+
+
+def _empty_selection_note(info: Any, config: "PipelineConfig") -> str:
+    """Why a video that decoded without error gave no frame (a selection past its end)."""
+    duration = info.duration
+    length = f"the video lasts {duration:.3f} s" if duration else "the video has no frame there"
+    if config.start is not None and (duration is None or config.start >= duration):
+        return f"start={config.start:g} s is at or past its end ({length})"
+    if config.start is not None or config.end is not None:
+        return f"no frame between start={config.start or 0:g} s and end={config.end} s ({length})"
+    return "the video has no decodable frame"
 
 
 def _expected_frames(info: Any, config: "PipelineConfig") -> int | None:
@@ -171,7 +194,9 @@ def _image_chunks(
     state.decoder = loader.decoder
     state.expected_frames = loader.total
     try:
-        yield from _drive(iter(loader), lambda b: b.to_model_input(), device=detector.device, stop=stop, stats=stats)
+        yield from _drive(
+            iter(loader), lambda b: b.to_model_input(), device=detector.device, stop=stop, stats=stats, state=state
+        )
         failure = None if stop.is_set() else loader.failure(state.spec.location)
         if failure is not None:  # every file skipped: the source failed (a clear error, exit 2)
             raise failure

@@ -31,6 +31,10 @@ SourceStatus = Literal["ok", "partial", "failed", "skipped"]
 SOURCE_STATUSES: tuple[str, ...] = ("ok", "partial", "failed", "skipped")
 
 
+#: decoder reasons that are no news (no fallback happened): not repeated in the text summary
+_PLAIN_REASONS = ("first usable backend", "CPU device", "decoder=")
+
+
 def vidpipe_version() -> str:
     """The installed vidpipe version (``"unknown"`` when running from an uninstalled tree)."""
     try:
@@ -199,8 +203,12 @@ class RunSummary:
             "stats": jsonable(self.stats),
         }
 
-    def format_text(self) -> str:
-        """A short human summary: one line per source, totals, fps, backends, outputs, skips."""
+    def format_text(self, *, errors: bool = True) -> str:
+        """A short human summary: one line per source, totals, fps, backends, outputs, skips.
+
+        ``errors=False`` leaves the error messages out of the source lines (for a caller that
+        prints them itself, like the CLI on stderr).
+        """
         lines = []
         width = max((len(s.source) for s in self.sources), default=0)
         width = min(width, 60)
@@ -208,7 +216,10 @@ class RunSummary:
             line = f"  {s.source:<{width}}  {s.status:<7}  {s.frames} frames, {s.detections} detections"
             if s.decoder:
                 line += f"  [{s.decoder}]"
-            if s.error:
+            note = s.extra.get("note")
+            if note:
+                line += f"  ({note})"
+            if s.error and errors:
                 line += f"  error: {s.error}"
             lines.append(line)
         n = len(self.sources)
@@ -226,7 +237,7 @@ class RunSummary:
         if self.backends:
             lines.append("backends: " + ", ".join(f"{k}={v}" for k, v in self.backends.items()))
         for s in self.sources:
-            if s.decoder_reason:
+            if s.decoder_reason and not s.decoder_reason.startswith(_PLAIN_REASONS):
                 lines.append(f"  {s.source}: {s.decoder} ({s.decoder_reason})")
         if self.outputs:
             lines.append("outputs: " + ", ".join(self.outputs))

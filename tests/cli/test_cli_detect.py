@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -83,20 +84,25 @@ def test_debug_shows_traceback(tmp_path):
 @pytest.mark.parametrize(
     "args, words",
     [
-        (["--conf", "2"], "conf"),
-        (["--batch-size", "0"], "batch_size"),
-        (["--device", "tpu"], "device"),
-        (["--decoder", "ffmpeg"], "decoder"),
+        (["--conf", "2"], "--conf"),
+        (["--batch-size", "0"], "--batch-size"),
+        (["--max-det", "0"], "--max-det"),
+        (["--frame-skip", "0"], "--frame-skip"),
+        (["--device", "tpu"], "--device"),
+        (["--decoder", "ffmpeg"], "--decoder"),
         (["--classes", "person,unicorn"], "unicorn"),
         (["--model", "nonexistent.onnx"], "nonexistent.onnx"),
-        (["--output", "dets.xlsx"], ".xlsx"),
+        (["--output", "dets.xlsx"], "--format"),
+        (["--output", "-", "--format", "parquet"], "stdout"),
     ],
 )
 def test_invalid_options_exit_2(make_clip, tmp_path, args, words):
+    """Each error names the CLI's own flags, never the Python API's arguments (batch_size=)."""
     clip = make_clip(**SMALL)
     p = vidpipe("detect", clip.path, "--device", "cpu", *args, cwd=tmp_path)
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert words in p.stderr and "Traceback" not in p.stderr
+    assert not re.search(r"\b(batch_size|max_det|frame_skip|conf|device|decoder|classes|format)=", p.stderr)
 
 
 def test_bad_and_good_inputs_together(make_clip, tmp_path):
@@ -110,7 +116,12 @@ def test_bad_and_good_inputs_together(make_clip, tmp_path):
     meta = json.loads(Path(str(out) + ".meta.json").read_text())
     status = {s["source"]: s["status"] for s in meta["summary"]["sources"]}
     assert status == {str(bad): "failed", str(good.path): "ok", str(tmp_path / "gone.mp4"): "failed"}
-    assert sum(line.startswith("vidpipe: error:") for line in p.stderr.splitlines()) >= 2
+    errors = [line for line in p.stderr.splitlines() if "error" in line]
+    # each bad input is reported exactly once, as one line
+    assert sum(line.startswith("vidpipe: error:") for line in errors) == 2, p.stderr
+    assert sum("bad.mp4" in line for line in p.stderr.splitlines()) == 1, p.stderr
+    assert sum("gone.mp4" in line for line in p.stderr.splitlines()) == 1, p.stderr
+    assert "error" not in p.stdout  # the summary says failed; the message is on stderr, once
 
 
 def test_truncated_input_is_partial_with_valid_output(make_clip, tmp_path):

@@ -37,8 +37,9 @@ def test_cpu_picks_pyav(info, caplog):
     with caplog.at_level(logging.INFO, logger="vidpipe.decode.registry"):
         choice = select_backend(info, "cpu")
     assert isinstance(choice, BackendChoice) and choice.name == "pyav"
-    assert [name for name, _ in choice.rejected] == ["nvdec"]
-    assert all(reason for _, reason in choice.rejected)
+    # a CPU device is not a fallback from the GPU: no GPU backend is tried, none is mentioned
+    assert choice.rejected == () and "nvdec" not in choice.reason.lower()
+    assert not any("nvdec" in r.message.lower() for r in caplog.records)
     assert any("decoding with pyav" in r.message and r.levelno == logging.INFO for r in caplog.records)
 
 
@@ -128,7 +129,7 @@ def test_a_failing_check_is_a_rejection(info, clean_registry):
     def broken(info, device):
         raise RuntimeError("driver exploded")
 
-    register_backend("flaky", _pyav_single_thread, broken, gpu=True, auto=True)
+    register_backend("flaky", _pyav_single_thread, broken, gpu=False, auto=True)
     choice = select_backend(info, "cpu")
     assert choice.name == "pyav"
     assert ("flaky", "flaky check failed (RuntimeError: driver exploded)") in choice.rejected

@@ -1,4 +1,6 @@
-"""Crash safety of TableSink: temporary file + rename, abort keeps a valid partial output."""
+"""Crash safety of TableSink: CSV/JSONL live under the real name (valid at every row boundary),
+Parquet through a temporary file + rename; abort keeps a valid partial output; the sidecar
+metadata says running / complete / partial / failed."""
 
 from __future__ import annotations
 
@@ -24,30 +26,53 @@ def read_rows(path, fmt):
     return pq.read_table(path).to_pylist()
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_output_appears_only_at_close(tmp_path, fmt):
+def test_parquet_appears_only_at_close(tmp_path):
+    fmt = "parquet"
     path = tmp_path / f"dets.{fmt}"
     first, second = sample_batches()
     sink = TableSink(path, row_group_size=2)
     sink.write(first)
     sink.write(second)
     temps = list(tmp_path.glob(f".dets.{fmt}.tmp-*"))
-    assert temps == [sink.temp_path] and temps[0].stat().st_size > 0  # chunks are on disk
-    assert not path.exists() and not metadata_path(path).exists()
+    assert temps == [sink.temp_path] and temps[0].stat().st_size > 0  # row groups are on disk
+    assert not path.exists()
+    running = json.loads(metadata_path(path).read_text())
+    assert running["status"] == "running" and running["finished"] is False and running["complete"] is False
+    assert running["temporary"] == str(sink.temp_path)
     sink.close()
     assert path.exists() and not sink.temp_path.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"dets.{fmt}", f"dets.{fmt}.meta.json"]
     assert len(read_rows(path, fmt)) == len(EXPECTED)
 
 
-def test_previous_output_untouched_until_close(tmp_path):
-    path = tmp_path / "dets.csv"
-    path.write_text("previous run\n")
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_text_tables_are_readable_while_written(tmp_path, fmt):
+    """CSV/JSONL: each write() leaves the real file valid and complete up to its last row, and
+    the metadata says the run is still going."""
+    path = tmp_path / f"dets.{fmt}"
+    first, second = sample_batches()
+    sink = TableSink(path)
+    assert read_rows(path, fmt) == []  # header only (CSV), or empty (JSONL)
+    sink.write(first)
+    assert len(read_rows(path, fmt)) == 3 and path.read_text().endswith("\n")
+    meta = json.loads(metadata_path(path).read_text())
+    assert meta["status"] == "running" and meta["finished"] is False and meta["pid"] > 0
+    sink.write(second)
+    assert len(read_rows(path, fmt)) == len(EXPECTED)
+    assert list(tmp_path.glob(".*tmp-*")) == []  # no hidden file for text tables
+    sink.close()
+    meta = json.loads(metadata_path(path).read_text())
+    assert meta["status"] == "complete" and meta["complete"] is True and meta["finished"] is True
+
+
+def test_previous_parquet_untouched_until_close(tmp_path):
+    path = tmp_path / "dets.parquet"
+    path.write_bytes(b"previous run\n")
     sink = TableSink(path)
     sink.write(sample_batches()[0])
-    assert path.read_text() == "previous run\n"
+    assert path.read_bytes() == b"previous run\n"
     sink.close()
-    assert path.read_text().startswith("source,frame,")
+    assert len(read_rows(path, "parquet")) == 3
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -56,7 +81,7 @@ def test_abort_keeps_valid_partial_output(tmp_path, fmt):
     sink = TableSink(path, row_group_size=1000)  # Parquet rows still buffered: abort must flush them
     sink.write(sample_batches()[0])
     sink.abort("stopped by the user")
-    assert sink.state == "aborted" and not sink.temp_path.exists()
+    assert sink.state == "aborted" and (sink.temp_path is None or not sink.temp_path.exists())
     rows = read_rows(path, fmt)
     assert len(rows) == 3  # the first batch's detections
     meta = json.loads(metadata_path(path).read_text())
@@ -123,10 +148,10 @@ def test_target_is_a_directory(tmp_path):
 
 
 def test_two_sinks_same_target_do_not_share_a_temp_file(tmp_path):
-    path = tmp_path / "dets.csv"
+    path = tmp_path / "dets.parquet"
     a, b = TableSink(path), TableSink(path)
     assert a.temp_path != b.temp_path
     a.write([make_result(0, [[0, 0, 1, 1]], [0.5], [0])])
     a.close()
     b.close()  # last one wins, and it is complete
-    assert len(read_rows(path, "csv")) == 0
+    assert len(read_rows(path, "parquet")) == 0

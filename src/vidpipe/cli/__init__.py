@@ -1,13 +1,15 @@
 """The ``vidpipe`` command line: thin wrappers that build configs and call the library.
 
 Exit codes: 0 success; 2 a user error (bad input, bad option, an input that failed or was only
-partly read) with one line on stderr (``--debug`` adds the traceback); 130 interrupted.
+partly read) with one line on stderr (``--debug`` adds the traceback); 130 interrupted (Ctrl-C),
+143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 from collections.abc import Sequence
 
@@ -20,6 +22,43 @@ EXIT_OK = 0
 EXIT_USER = 2
 EXIT_INTERRUPTED = 130
 
+DESCRIPTION = (
+    "Detect objects in videos, image folders and images: fast on NVIDIA GPUs (NVDEC decoding,\n"
+    "GPU pre- and post-processing), and on the CPU with PyAV."
+)
+EPILOG = """examples:
+  vidpipe detect video.mp4                    # -> video.detections.csv beside it
+  vidpipe detect a.mp4 b.mkv -o dets.parquet  # one table for both, in input order
+  vidpipe detect photos/ -o out/ --classes person,car
+  vidpipe detect cam.mp4 -o - | jq .          # JSONL rows on stdout
+  vidpipe info video.mp4                      # codec, size, fps, frame count
+  vidpipe doctor                              # what this machine can accelerate, and why not
+"""
+
+#: Python argument names -> the CLI flags that set them, for library errors the CLI cannot check
+#: before the run (a class name, a names file): each interface speaks its own names.
+_FLAGS = {
+    "batch_size": "--batch-size", "frame_skip": "--frame-skip", "max_frames": "--max-frames",
+    "max_det": "--max-det", "strict_gpu": "--strict-gpu", "classes": "--classes", "names": "--names",
+    "imgsz": "--imgsz", "device": "--device", "decoder": "--decoder", "dtype": "--dtype",
+    "head": "--head", "letterbox": "--letterbox", "format": "--format", "conf": "--conf", "iou": "--iou",
+    "start": "--start", "end": "--end", "model": "--model",
+}
+_PY_ARG = re.compile(r"\b(" + "|".join(_FLAGS) + r")= ?")
+
+
+def cli_message(text: str) -> str:
+    """A library message with its Python argument names (``batch_size=0``) as CLI flags
+    (``--batch-size 0``)."""
+    return _PY_ARG.sub(lambda m: _FLAGS[m.group(1)] + " ", text)
+
+
+class _NotReportedHere(logging.Filter):
+    """Drops log records about failed sources: ``detect`` prints each of those once, at the end."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(record, "vidpipe_source_error", False)
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but usage errors exit 2 with one line (argparse's default is 2 too)."""
@@ -28,11 +67,13 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from vidpipe.cli import bench, detect, doctor, info
 
-    parser = _Parser(prog="vidpipe", description=__doc__.splitlines()[0])
+    parser = _Parser(
+        prog="vidpipe", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--version", action="version", version=f"vidpipe {__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
-    common.add_argument("-q", "--quiet", action="store_true", help="only errors; no progress bar")
+    common.add_argument("-q", "--quiet", action="store_true", help="print errors only")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     detect.add_parser(sub, common)
@@ -46,6 +87,8 @@ def _setup_logging(debug: bool, quiet: bool) -> None:
     level = logging.DEBUG if debug else (logging.ERROR if quiet else logging.INFO)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s" if debug else "vidpipe: %(message)s"))
+    if not debug:  # --debug shows them as they happen, with their tracebacks
+        handler.addFilter(_NotReportedHere())
     root = logging.getLogger("vidpipe")
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -61,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except VidpipeError as exc:
         if args.debug:
             logger.exception("error")
-        print(f"vidpipe: error: {exc}", file=sys.stderr)
+        print(f"vidpipe: error: {cli_message(str(exc))}", file=sys.stderr)
         return EXIT_USER
     except KeyboardInterrupt:
         print("vidpipe: interrupted", file=sys.stderr)

@@ -1,16 +1,59 @@
-"""``vidpipe detect INPUT...``: detections of videos, image folders or images to CSV/JSONL/Parquet."""
+"""``vidpipe detect INPUT...``: detections of videos, image folders or images to CSV/JSONL/Parquet.
+
+Every batch of results is written as soon as it is detected (CSV and JSONL are readable while the
+run goes on and valid after any stop, even SIGKILL; see :mod:`vidpipe.sinks.table`). Ctrl-C or
+SIGTERM stop the run cleanly: what was detected is written, the output is marked partial, the
+exit code is 130 (SIGINT) or 143 (SIGTERM).
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
+import re
 import sys
 from pathlib import Path
 
 logger = logging.getLogger("vidpipe.cli")
 
-WRITE_EVERY = 256  # frames buffered per sink before a write (one host copy per write)
+FORMATS = ("csv", "jsonl", "parquet")
+_DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+
+def _int_in(low: int, high: int | None = None):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            bound = f">= {low}" if high is None else f"from {low} to {high}"
+            raise argparse.ArgumentTypeError(f"expected a whole number {bound}, got {text}")
+        return value
+
+    return parse
+
+
+def _float_in(low: float, high: float | None = None, *, low_open: bool = False):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        bad = value != value or (value <= low if low_open else value < low) or (high is not None and value > high)
+        if bad:
+            lo = f"> {low}" if low_open else f">= {low}"
+            raise argparse.ArgumentTypeError(f"expected a number {lo}" + (f" and <= {high}" if high is not None else "")
+                                             + f", got {text}")
+        return value
+
+    return parse
+
+
+def _device(text: str) -> str:
+    if not _DEVICE.match(text.strip().lower()):
+        raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda or cuda:N, got {text!r}")
+    return text.strip().lower()
 
 
 def add_parser(sub, common) -> None:
@@ -18,21 +61,36 @@ def add_parser(sub, common) -> None:
         "detect",
         parents=[common],
         help="detect objects in videos, image folders or images",
-        description="Detect objects and write one row per detection. Without INPUT, runs on the bundled sample video.",
+        description=(
+            "Detect objects and write one row per detection. Without INPUT, runs on the bundled "
+            "sample video. Rows are written as they are detected; Ctrl-C stops and keeps them."
+        ),
     )
-    p.add_argument("inputs", nargs="*", metavar="INPUT", help="video files, folders of images, globs, images")
-    p.add_argument("--model", default="yolov3-tiny", help="bundled model name or a model file (default: %(default)s)")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: %(default)s)")
-    p.add_argument("--decoder", default="auto", help="auto, nvdec, pyav or dali (default: %(default)s)")
-    p.add_argument("--batch-size", type=int, default=32, help="frames per model call (default: %(default)s)")
-    p.add_argument("--frame-skip", type=int, default=1, metavar="N", help="keep every N-th frame (default: 1, all)")
-    p.add_argument("--max-frames", type=int, default=None, metavar="N", help="at most N frames per video")
-    p.add_argument("--start", type=float, default=None, metavar="SECONDS", help="first time to process")
-    p.add_argument("--end", type=float, default=None, metavar="SECONDS", help="time to stop at (exclusive)")
-    p.add_argument("--conf", type=float, default=0.25, help="confidence threshold (default: %(default)s)")
-    p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold (default: %(default)s)")
+    p.add_argument("inputs", nargs="*", metavar="INPUT", help="video files, folders of images, globs, images, URLs")
+    p.add_argument(
+        "--model", default="yolov3-tiny",
+        help="bundled model name or a model file: Darknet .cfg (+ .weights), ONNX .onnx, TorchScript "
+        ".pt/.torchscript, torch.export .pt2 (default: %(default)s)",
+    )
+    p.add_argument("--device", type=_device, default="auto", help="auto, cpu, cuda or cuda:N (default: %(default)s)")
+    p.add_argument("--decoder", default="auto", choices=("auto", "nvdec", "pyav", "dali"),
+                   help="video decoder (default: %(default)s: NVDEC on a GPU when it can, else PyAV)")
+    p.add_argument("--batch-size", type=_int_in(1, 4096), default=32, metavar="N",
+                   help="frames per model call (default: %(default)s)")
+    p.add_argument("--frame-skip", type=_int_in(1), default=1, metavar="N", help="keep every N-th frame (default: 1, all)")
+    p.add_argument("--max-frames", type=_int_in(1), default=None, metavar="N", help="at most N frames per video")
+    p.add_argument("--start", type=_float_in(0.0), default=None, metavar="SECONDS", help="first time to process")
+    p.add_argument("--end", type=_float_in(0.0, low_open=True), default=None, metavar="SECONDS",
+                   help="time to stop at (exclusive)")
+    p.add_argument("--conf", type=_float_in(0.0, 1.0), default=0.25, help="confidence threshold (default: %(default)s)")
+    p.add_argument("--iou", type=_float_in(0.0, 1.0), default=0.45, help="NMS IoU threshold (default: %(default)s)")
+    p.add_argument("--max-det", type=_int_in(1), default=300, metavar="N",
+                   help="most detections per frame, the best-scored (default: %(default)s)")
+    p.add_argument("--agnostic", action="store_true",
+                   help="class-agnostic NMS: overlapping boxes of different classes suppress each other")
     p.add_argument("--classes", default=None, help="comma-separated class names or ids to keep, e.g. person,car")
-    p.add_argument("--imgsz", type=int, default=None, help="model input size (default: the model's)")
+    p.add_argument("--imgsz", type=_int_in(32, 8192), default=None, metavar="PIXELS",
+                   help="model input size (default: the model's)")
     p.add_argument("--names", default=None, metavar="FILE", help="class names file (.names/.txt/.json/.yaml)")
     p.add_argument(
         "--head", default=None, choices=("yolov5", "yolov8", "detr", "rfdetr", "torchvision"),
@@ -45,29 +103,88 @@ def add_parser(sub, common) -> None:
     )
     p.add_argument(
         "--output", "-o", default=None, metavar="PATH",
-        help="one table for all inputs (.csv, .jsonl, .parquet); default: <input>.detections.csv per input",
+        help="FILE: one table for all inputs, in input order (.csv, .jsonl, .parquet); FOLDER/: one table "
+        "per input inside it; -: stream rows to stdout (JSONL unless --format csv); "
+        "default: <input>.detections.csv beside each input",
     )
+    p.add_argument("--format", choices=FORMATS, default=None,
+                   help="table format (default: by the --output extension; csv per input; jsonl on stdout)")
     p.add_argument("--strict-gpu", action="store_true", help="fail instead of falling back to the CPU on a GPU device")
-    p.add_argument("--progress", choices=("auto", "on", "off"), default="auto", help="progress bar (auto: on a terminal)")
-    p.set_defaults(func=run)
+    p.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
+                   help="progress bar on stderr (auto: on a terminal, off with -q)")
+    p.set_defaults(func=run, parser=p)
 
 
-def _output_for(source: str) -> Path:
-    """``<input>.detections.csv`` beside the input, or in the current folder if that is read-only."""
-    from vidpipe.sinks.paths import default_output_path
+def _output_spec(args: argparse.Namespace):
+    """The ``--output``/``--format`` of ``args`` as an :class:`OutputSpec` (parser errors name flags)."""
+    from vidpipe.cli._outputs import OutputSpec
+    from vidpipe.sinks.paths import TABLE_EXTENSIONS
 
-    path = default_output_path(source)
-    if not os.access(path.parent, os.W_OK):
-        fallback = Path.cwd() / path.name
-        logger.info("%s is not writable; writing %s instead", path.parent, fallback)
-        return fallback
-    return path
+    parser: argparse.ArgumentParser = args.parser
+    fmt = args.format or "auto"
+    out = args.output
+    if out is None:
+        return OutputSpec("beside", None, args.format or "csv", here=not args.inputs)
+    if out == "-":
+        if fmt == "parquet":
+            parser.error("--format parquet cannot be streamed to stdout (-o -); use csv or jsonl, or a file")
+        return OutputSpec("stdout", None, fmt)
+    path = Path(out).expanduser()
+    if out.endswith(("/", "\\")) or path.is_dir():
+        return OutputSpec("folder", path, args.format or "csv")
+    if fmt == "auto" and path.suffix.lower() not in TABLE_EXTENSIONS:
+        got = f"extension {path.suffix!r}" if path.suffix else "no extension"
+        parser.error(
+            f"cannot tell the format of -o {out} ({got}); end it with {', '.join(TABLE_EXTENSIONS)}, "
+            "end it with / for a folder, or give --format"
+        )
+    return OutputSpec("single", path, fmt)
+
+
+def _check_device(args: argparse.Namespace) -> None:
+    if not args.device.startswith("cuda"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        args.parser.error(
+            f"--device {args.device}: PyTorch sees no CUDA GPU here (torch {torch.__version__}); "
+            "use --device cpu, or run `vidpipe doctor` to see why"
+        )
+
+
+def _broken_pipe(exc: BaseException | None) -> bool:
+    while exc is not None:
+        if isinstance(exc, BrokenPipeError):
+            return True
+        exc = exc.__cause__
+    return False
+
+
+def _reader_gone(outputs) -> int:
+    """The reader of ``-o -`` closed the pipe: stop quietly, like other Unix filters (exit 141)."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # nothing more to flush there at exit
+    os.close(devnull)
+    try:
+        outputs.abort("the reader closed stdout")
+    except Exception:  # noqa: BLE001 - the stream is gone; nothing to finalise
+        pass
+    logger.debug("stdout closed by its reader; stopping")
+    return 141
 
 
 def run(args: argparse.Namespace) -> int:
     import vidpipe
+    from vidpipe.cli._outputs import Outputs
+    from vidpipe.cli._progress import progress
+    from vidpipe.cli._signals import StopOnSignal
     from vidpipe.data import sample_video
 
+    spec = _output_spec(args)
+    _check_device(args)
     inputs = list(args.inputs)
     if not inputs:
         inputs = [str(sample_video())]
@@ -85,6 +202,8 @@ def run(args: argparse.Namespace) -> int:
         conf=args.conf,
         iou=args.iou,
         classes=args.classes,
+        max_det=args.max_det,
+        agnostic=args.agnostic,
         imgsz=args.imgsz,
         names=args.names,
         head=args.head,
@@ -93,112 +212,41 @@ def run(args: argparse.Namespace) -> int:
         results_on_host=True,
         letterbox=args.letterbox,
     )
-    names = det_run.detector.names
-    sinks = _SinkRouter(args.output, names=names, sample=not args.inputs)
+    outputs = Outputs(spec, det_run, names=det_run.detector.names)
     show = args.progress == "on" or (args.progress == "auto" and not args.quiet and sys.stderr.isatty())
-    bar = _progress(det_run, enabled=show)
-    try:
-        pending = []
-        for result in det_run:
-            pending.append(result)
-            bar.update(1)
-            if len(pending) >= WRITE_EVERY:
-                sinks.write(pending)
-                pending = []
-        sinks.write(pending)
-    except BaseException as exc:
-        det_run.close()
-        sinks.abort(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, det_run)
-        raise
-    finally:
+    bar = progress(det_run, enabled=show)
+    with StopOnSignal(det_run.stop) as interrupt:
+        try:
+            for batch in det_run.batches():
+                outputs.write(batch)  # rows reach the file now: a kill loses at most this batch
+                bar.update(len(batch))
+        except BaseException as exc:
+            det_run.close()
+            bar.close()
+            if spec.mode == "stdout" and _broken_pipe(exc):  # `vidpipe detect ... -o - | head`
+                return _reader_gone(outputs)
+            reason = "interrupted (second signal)" if isinstance(exc, KeyboardInterrupt) else (
+                f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            )
+            outputs.abort(reason)
+            raise
         bar.close()
-    summary = sinks.close(det_run)
-    print(summary.format_text())
+        stopped_by = interrupt.signal_name  # a signal during the finalising below changes nothing
+        if stopped_by is not None:
+            summary = outputs.abort(f"interrupted ({stopped_by})")
+        else:
+            summary = outputs.close()
+    summary_out = sys.stderr if spec.mode == "stdout" else sys.stdout
+    if not args.quiet:
+        print(summary.format_text(errors=False), file=summary_out, flush=True)
+    if stopped_by is not None:
+        print(
+            f"vidpipe: interrupted ({stopped_by}) after {summary.frames} frames; "
+            "the outputs hold every one of them and are marked partial",
+            file=sys.stderr,
+        )
+        return interrupt.exit_code or 130
     bad = [s for s in summary.sources if s.status != "ok"]
     for s in bad:
         print(f"vidpipe: error: {s.error or s.source + ': ' + s.status}", file=sys.stderr)
     return 2 if bad else 0
-
-
-class _SinkRouter:
-    """One table for all inputs (``--output``) or one per input, created on its first frame."""
-
-    def __init__(self, output: str | None, *, names, sample: bool) -> None:
-        from vidpipe.sinks import make_sink
-
-        self._names = names
-        self._sample = sample
-        self._single = make_sink(output, names=names) if output else None
-        self._per_source: dict[int, object] = {}
-
-    def _sink_for(self, result):
-        if self._single is not None:
-            return self._single
-        sink = self._per_source.get(result.stream_id)
-        if sink is None:
-            from vidpipe.sinks import make_sink
-
-            # The bundled sample lives inside the installed package: write its table here instead.
-            path = Path.cwd() / _output_for(result.source).name if self._sample else _output_for(result.source)
-            sink = make_sink(path, names=self._names)
-            self._per_source[result.stream_id] = sink
-        return sink
-
-    def _all(self):
-        return ([self._single] if self._single is not None else []) + list(self._per_source.values())
-
-    def write(self, results) -> None:
-        if not results:
-            return
-        groups: dict[int, list] = {}
-        for r in results:
-            groups.setdefault(id(self._sink_for(r)), []).append(r)
-        by_id = {id(s): s for s in self._all()}
-        for key, rs in groups.items():
-            by_id[key].write(rs)
-
-    def _outputs(self) -> list[str]:
-        return [o for s in self._all() for o in s.outputs]
-
-    def close(self, det_run):
-        summary = det_run.summary(outputs=self._outputs())
-        for s in self._all():
-            s.close(summary)
-        return summary
-
-    def abort(self, reason: str, det_run) -> None:
-        summary = det_run.summary(outputs=self._outputs())
-        for s in self._all():
-            s.abort(reason, summary)
-
-
-class _NoBar:
-    def update(self, n: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _progress(det_run, *, enabled: bool):
-    """A tqdm bar over frames whose total grows as each input reports its frame count."""
-    if not enabled:
-        return _NoBar()
-    from tqdm import tqdm
-
-    bar = tqdm(unit="frame", dynamic_ncols=True, file=sys.stderr, smoothing=0.1)
-
-    class _Bar:
-        def update(self, n: int) -> None:
-            known = [st.expected_frames for st in det_run.states]
-            if all(k is not None for k in known):
-                total = sum(known)
-                if bar.total != total:
-                    bar.total = total
-                    bar.refresh()
-            bar.update(n)
-
-        def close(self) -> None:
-            bar.close()
-
-    return _Bar()

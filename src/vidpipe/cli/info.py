@@ -8,8 +8,11 @@ import sys
 
 
 def add_parser(sub, common) -> None:
-    p = sub.add_parser("info", parents=[common], help="streams, codec, size, fps, frame count, duration")
-    p.add_argument("inputs", nargs="+", metavar="INPUT")
+    p = sub.add_parser(
+        "info", parents=[common], help="streams, codec, size, fps, frame count, duration",
+        description="Show what the container says about each video: codec, size, fps, frame count, duration.",
+    )
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="video files or stream URLs")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=run)
 

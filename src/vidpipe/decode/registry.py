@@ -125,6 +125,8 @@ def _load(name: str) -> tuple[_Backend | None, str | None, bool]:
         if exc.name == module_name:
             return None, f"the {name} backend is not part of this vidpipe installation", gpu
         return None, f"the {name} backend cannot be imported ({type(exc).__name__}: {exc})", gpu
+    except BackendUnavailableError as exc:  # the module says itself what is missing
+        return None, str(exc), gpu
     except Exception as exc:  # noqa: BLE001 - any import failure makes it unusable
         return None, f"the {name} backend cannot be imported ({type(exc).__name__}: {exc})", gpu
     backend = _Backend(name, module.create, module.check, gpu)
@@ -141,6 +143,19 @@ def _try(name: str, info: StreamInfo, device: "torch.device") -> tuple[str | Non
         return backend.check(info, device), gpu
     except Exception as exc:  # noqa: BLE001 - a failing check means "not usable", with its reason
         return f"{name} check failed ({type(exc).__name__}: {exc})", gpu
+
+
+def _is_gpu_backend(name: str) -> bool:
+    backend = _registered.get(name)
+    return backend.gpu if backend is not None else _BUILTIN.get(name, ("", False))[1]
+
+
+def _short(reason: str, limit: int = 80) -> str:
+    """The first clause of a rejection reason, for people (the full text is logged at DEBUG):
+    ``"the nvdec backend cannot be imported (X: (Y: ...))"`` -> ``"the nvdec backend cannot be
+    imported"``."""
+    head = reason.split(" (", 1)[0].split("; ", 1)[0].strip()
+    return head if len(head) <= limit else head[: limit - 3].rstrip() + "..."
 
 
 def _as_device(device: "torch.device | str") -> "torch.device":
@@ -184,6 +199,8 @@ def select_backend(
 
     rejected: list[tuple[str, str]] = []
     for name in _auto_order():
+        if not on_gpu and _is_gpu_backend(name):
+            continue  # a CPU device never decodes on the GPU: not a fallback, not worth a word
         reason, gpu = _try(name, info, device)
         if reason is not None:
             rejected.append((name, reason))
@@ -196,15 +213,15 @@ def select_backend(
             )
         if rejected:
             detail = "; ".join(f"{n}: {r}" for n, r in rejected)
-            why = f"first usable backend ({detail})"
+            why = "; ".join(f"{n.upper() if n == 'nvdec' else n} unavailable: {_short(r)}" for n, r in rejected)
+            logger.debug("%s: skipped %s", src, detail)  # the full chain
         else:
-            why = "first usable backend"
+            why = "first usable backend" if on_gpu else "CPU device"
         choice = BackendChoice(name, why, tuple(rejected))
-        if rejected and on_gpu:
-            logger.warning("%s: decoding with %s on the CPU instead of the GPU (%s)", src, name, detail)
+        if rejected and on_gpu and not gpu:
+            gpu_names = "/".join(n for n, _ in rejected if _is_gpu_backend(n)) or "a GPU decoder"
+            logger.warning("%s: decoding with %s on the CPU instead of %s on the GPU (%s)", src, name, gpu_names, why)
         else:
-            if rejected:
-                logger.debug("%s: skipped %s", src, detail)
             logger.info("%s: decoding with %s on %s", src, name, device)
         return choice
     detail = "; ".join(f"{n}: {r}" for n, r in rejected)

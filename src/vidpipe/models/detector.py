@@ -34,6 +34,7 @@ class DetectorConfig:
         conf: keep detections whose score (objectness x class probability) is > ``conf``, in [0, 1].
         iou: NMS IoU threshold in [0, 1] (per frame and class).
         classes: class ids to keep (``None``: all); see :func:`resolve_classes` for names.
+        agnostic: class-agnostic NMS (boxes of different classes suppress each other).
         max_det: most detections per frame (>= 1).
         multi_label: a box counts for every class scored above ``conf`` (``True``, Darknet's
             ``do_nms_sort``: a bicycle box also scored 0.3 as motorbike suppresses weaker
@@ -45,10 +46,13 @@ class DetectorConfig:
     conf: float = 0.25
     iou: float = 0.45
     classes: tuple[int, ...] | None = None
+    agnostic: bool = False
     max_det: int = 300
     multi_label: bool | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.agnostic, bool):
+            raise ConfigError(f"invalid agnostic={self.agnostic!r}; expected True or False")
         check_range("conf", self.conf, low=0.0, high=1.0)
         check_range("iou", self.iou, low=0.0, high=1.0)
         check_range("max_det", self.max_det, low=1, integer=True)
@@ -177,6 +181,7 @@ class Detector:
                 conf=cfg.conf,
                 iou=cfg.iou,
                 classes=self._classes,
+                agnostic=cfg.agnostic,
                 max_det=cfg.max_det,
                 num_classes=self.model.info.num_classes,
                 multi_label=self.multi_label,

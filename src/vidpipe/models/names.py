@@ -232,5 +232,5 @@ def resolve_names(
             model, len(table), num_classes,
         )
     if num_classes is None:
-        raise ModelError(f"{model}: the number of classes is unknown; pass names= (or --names FILE)")
+        raise ModelError(f"{model}: the number of classes is unknown; pass names= (a list or a names file)")
     return default_names(num_classes)

@@ -59,6 +59,7 @@ def nms(
     iou: float = 0.45,
     classes: "torch.Tensor | None" = None,
     max_det: int = 300,
+    agnostic: bool = False,
     max_candidates: int = 30000,
     num_classes: int | None = None,
     multi_label: bool = False,
@@ -71,6 +72,7 @@ def nms(
         iou: NMS IoU threshold (within one frame and one class).
         classes: optional ``(K,)`` int64 tensor of allowed class ids, on the candidates' device.
         max_det: most detections kept per frame (the best-scored).
+        agnostic: class-agnostic NMS: boxes of different classes suppress each other too.
         max_candidates: at most this many best-scored candidates per frame enter NMS.
         num_classes: number of classes of the model (default: inferred from ``class_ids``).
         multi_label: one entry per class scored above ``conf`` (Darknet's rule; needs
@@ -118,7 +120,8 @@ def nms(
     if cand.needs_nms:
         if num_classes is None:
             num_classes = int(class_ids.max()) + 1
-        keep = grouped_nms(boxes, scores, frame * num_classes + class_ids, iou)
+        groups = frame if agnostic else frame * num_classes + class_ids
+        keep = grouped_nms(boxes, scores, groups, iou)
     else:
         keep = torch.argsort(scores, descending=True)
     keep = keep[torch.argsort(frame[keep], stable=True)]  # by frame, score order kept within

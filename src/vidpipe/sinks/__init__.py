@@ -1,7 +1,8 @@
 """Outputs of the pipeline: detection tables (CSV, JSONL, Parquet), callbacks, fan-out.
 
 See :mod:`vidpipe.sinks.base` for the life cycle (write batches, then close or abort) and
-:mod:`vidpipe.sinks.table` for the table format and its crash-safe, metadata-carrying files.
+:mod:`vidpipe.sinks.table` for the table format and its live, crash-safe, metadata-carrying
+files.
 """
 
 from vidpipe.sinks._writers import COLUMN_TYPES, COLUMNS, TRACK_COLUMN

@@ -1,4 +1,5 @@
-"""Crash-safe file output: write to a hidden temporary name next to the target, then rename.
+"""Crash-safe file output: a hidden temporary name next to the target, then a rename (Parquet,
+metadata), or the target itself written in whole rows (CSV, JSONL: :func:`open_live`).
 
 ``os.replace`` within one directory is atomic on POSIX and Windows, so a reader sees either the
 old file, or the complete new one, never a half-written file. The data is ``fsync``-ed before the
@@ -20,7 +21,7 @@ from vidpipe.errors import SinkError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["prepare_target", "open_temp", "commit", "discard", "write_json_atomic"]
+__all__ = ["prepare_target", "open_temp", "open_live", "close_live", "commit", "discard", "write_json_atomic"]
 
 
 def prepare_target(path: str | os.PathLike[str]) -> Path:
@@ -65,6 +66,31 @@ def open_temp(target: Path, *, binary: bool) -> tuple[Path, IO[Any]]:
                 f"{str(target.parent)!r} ({exc.strerror or exc})"
             ) from exc
     raise SinkError(f"cannot write output {str(target)!r}: too many stale temporary files next to it")
+
+
+def open_live(target: Path) -> IO[Any]:
+    """Open ``target`` itself for writing (truncating it): UTF-8 text, ``newline=""``.
+
+    For append-only text tables written in whole rows (see :mod:`vidpipe.sinks.table`).
+
+    Raises:
+        SinkError: the file cannot be created.
+    """
+    try:
+        return open(target, "w", encoding="utf-8", newline="", buffering=1 << 20)  # noqa: SIM115
+    except OSError as exc:
+        raise SinkError(f"cannot write output {str(target)!r}: {exc.strerror or exc}") from exc
+
+
+def close_live(fileobj: IO[Any], target: Path) -> None:
+    """Flush, fsync and close a file opened by :func:`open_live`."""
+    try:
+        if not fileobj.closed:
+            fileobj.flush()
+            os.fsync(fileobj.fileno())
+            fileobj.close()
+    except OSError as exc:
+        raise SinkError(f"cannot write output {str(target)!r}: {exc.strerror or exc}") from exc
 
 
 def _fsync_dir(directory: Path) -> None:

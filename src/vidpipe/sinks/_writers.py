@@ -8,6 +8,7 @@ temporary file; :class:`~vidpipe.sinks.table.TableSink` owns the file and the re
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from abc import ABC, abstractmethod
@@ -99,8 +100,7 @@ class CsvWriter(TableWriter):
 
     def __init__(self, fileobj: IO[Any], columns: Sequence[str], *, row_group_size: int) -> None:
         super().__init__(fileobj, columns, row_group_size=row_group_size)
-        self._csv = csv.writer(fileobj, lineterminator="\n")
-        self._csv.writerow(self.columns)
+        csv.writer(fileobj, lineterminator="\n").writerow(self.columns)
 
     def write(self, rows: "HostRows", names_for: NamesFor) -> None:
         p, c, b = PTS_DECIMALS, CONF_DECIMALS, BOX_DECIMALS
@@ -115,7 +115,11 @@ class CsvWriter(TableWriter):
                 out.append("" if row[10] is None else row[10])
             return out
 
-        self._csv.writerows(fmt(r) for r in _iter_rows(rows, names_for))
+        # One write per batch: the file only ever grows by whole rows (see TableSink).
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows(fmt(r) for r in _iter_rows(rows, names_for))
+        if buf.tell():
+            self.fileobj.write(buf.getvalue())
 
 
 class JsonlWriter(TableWriter):

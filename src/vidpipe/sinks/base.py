@@ -6,16 +6,17 @@ Life cycle::
     with sink:                         # an exception inside -> sink.abort(reason)
         for batch in results:          # batches of FrameResult, in order per source
             sink.write(batch)
-        sink.close(summary)            # finalise: atomic rename + metadata with the run summary
+        sink.close(summary)            # finalise: the file's end + metadata with the run summary
 
 Semantics shared by every sink:
 
 - :meth:`Sink.write` takes a *batch* of :class:`~vidpipe.types.FrameResult` (detections possibly
   on the GPU). File sinks move a batch to the host in one copy, never one per frame.
-- :meth:`Sink.close` finalises a complete output. :meth:`Sink.abort` finalises what was written so
-  far and marks the output *partial* in its metadata: after Ctrl-C or an error the output exists,
-  is a valid file of the rows written, and says it is incomplete and why. Frames still in flight
-  in earlier stages are not in it.
+- :meth:`Sink.close` finalises the output of a finished run (its metadata status follows the run
+  summary: complete, partial or failed). :meth:`Sink.abort` finalises what was written so far and
+  marks the output *partial*: after Ctrl-C or an error the output exists, is a valid file of the
+  rows written, and says it is incomplete and why. Frames still in flight in earlier stages are
+  not in it (the CLI stops the run first, so that every detected frame is written).
 - Both are idempotent: whichever comes first wins, later calls do nothing, so a pipeline may call
   ``close(summary)`` and still leave the ``with`` block safely.
 - Leaving ``with sink:`` normally closes the sink if it is still open; leaving it with an

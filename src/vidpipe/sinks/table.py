@@ -4,20 +4,26 @@ Columns, always in this order: ``source, frame, pts, class_id, class_name, confi
 x2, y2`` (+ ``track_id`` when tracking), boxes in source pixels. A frame without detections has
 no row; the number of frames seen (per source) is in the metadata.
 
-Crash safety: rows go to a hidden temporary file next to the target (``.dets.csv.tmp-<pid>``),
-written in chunks as batches arrive (Parquet: row groups). :meth:`TableSink.close` (or
-:meth:`~vidpipe.sinks.base.Sink.abort`) flushes, fsyncs and renames it over the target in one
-atomic step, so the target path holds either the previous file or a complete new one.
-An aborted run (error, Ctrl-C) also renames its rows into place - a valid file of what was
-written, marked partial in its metadata - replacing a previous run's output of the same name.
-A process killed outright (SIGKILL, power loss) leaves the target untouched and a stale
-temporary file beside it.
+Live, crash-safe files (what a reader sees, and what a crash leaves):
 
-Metadata: ``<output>.meta.json`` (written atomically after the table) holds the vidpipe
-version, format, columns and types, ``complete`` (False after an abort, with ``reason``), the
-number of frames and rows per source, host-transfer stats and the :class:`RunSummary` given to
-``close``/``abort``. Parquet files also embed the same JSON in their key-value metadata under
-``"vidpipe"``.
+- **CSV and JSON Lines** are written under their real name from the start, one whole batch of
+  rows per ``write()`` (a single write of complete lines, flushed to the OS at once), so the file
+  is readable while the run goes on and always ends at a row boundary: Ctrl-C, an error or a
+  killed process (SIGKILL) leave a valid file of every row written so far. Such a file replaces
+  a previous output of the same name when the run starts.
+- **Parquet** cannot be read before its footer is written, so it goes to a hidden temporary file
+  next to the target (``.dets.parquet.tmp-<pid>``), in row groups as they fill;
+  :meth:`TableSink.close` (or :meth:`~vidpipe.sinks.base.Sink.abort` after an error or Ctrl-C)
+  writes the footer, fsyncs and renames it over the target in one atomic step. A process killed
+  outright (SIGKILL, power loss) leaves the target as it was (a previous file, or none) and an
+  unreadable temporary file beside it that may be deleted.
+
+Completion is marked in the sidecar ``<output>.meta.json`` (always replaced atomically): at the
+start it says ``"status": "running"`` (with the writer's ``pid``); when the sink is finalised it
+says ``"finished": true`` and the run's outcome: ``"status"`` ``"complete"`` (every input read to
+its end), ``"partial"`` (stopped early, or some input failed or was cut short) or ``"failed"``
+(no frame of any input could be processed), with ``"complete"`` true only for the first. A file
+whose metadata still says ``"running"`` after its writer died is a killed run's partial output.
 """
 
 from __future__ import annotations
@@ -27,10 +33,10 @@ import os
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from vidpipe._validate import check_range
-from vidpipe.errors import SinkError
+from vidpipe.errors import ConfigError, SinkError
 from vidpipe.sinks import _atomic
 from vidpipe.sinks._host import to_host
 from vidpipe.sinks._writers import COLUMN_TYPES, COLUMNS, TRACK_COLUMN, make_writer, writer_class
@@ -63,6 +69,24 @@ def metadata_path(path: str | os.PathLike[str]) -> Path:
     return p.with_name(p.name + ".meta.json")
 
 
+#: Formats written live under their real name (append-only text, valid at every row boundary).
+LIVE_FORMATS: tuple[str, ...] = ("csv", "jsonl")
+
+
+def _outcome(summary: "RunSummary | None", *, complete: bool) -> str:
+    """The metadata status of a finalised output: complete, partial or failed."""
+    if not complete:
+        return "partial"
+    if summary is None:
+        return "complete"
+    status = summary.status
+    if status == "ok":
+        return "complete"
+    if status in ("failed", "skipped"):
+        return "failed"
+    return "partial"
+
+
 class TableSink(Sink):
     """Writes one row per detection to ``path`` (CSV, JSONL or Parquet).
 
@@ -74,9 +98,11 @@ class TableSink(Sink):
         tracking: add the ``track_id`` column (null for untracked detections).
         row_group_size: Parquet rows per row group (rows are buffered until a group is full).
         metadata: write the ``<output>.meta.json`` sidecar.
+        stream: write to this open text stream instead (e.g. ``sys.stdout``; CSV or JSONL only);
+            ``path`` is then only a label, and no file or metadata is written.
 
     Raises:
-        ConfigError: unknown format or extension.
+        ConfigError: unknown format or extension, or Parquet to a stream.
         SinkError: the target is a directory, or its directory cannot be created or written.
     """
 
@@ -89,6 +115,7 @@ class TableSink(Sink):
         tracking: bool = False,
         row_group_size: int = 65536,
         metadata: bool = True,
+        stream: "IO[str] | None" = None,
     ) -> None:
         super().__init__()
         self.format = table_format(path, format)
@@ -96,29 +123,57 @@ class TableSink(Sink):
         self.names = tuple(str(n) for n in names)
         self.tracking = bool(tracking)
         self.columns: tuple[str, ...] = COLUMNS + ((TRACK_COLUMN,) if self.tracking else ())
-        self.write_metadata = bool(metadata)
-        self.path = _atomic.prepare_target(path)
         self.frames = 0
         self.rows = 0
         self._per_source: dict[str, list[int]] = {}
         self._d2h_copies = 0
         self._d2h_bytes = 0
         self._batches = 0
-        binary = writer_class(self.format).binary
-        self.temp_path, self._file = _atomic.open_temp(self.path, binary=binary)
+        self._stream = stream
+        self.temp_path: Path | None = None
+        if stream is not None:
+            if self.format not in LIVE_FORMATS:
+                raise ConfigError(f"format={self.format!r} cannot be streamed; use 'csv' or 'jsonl'")
+            self.path = Path(os.fspath(path))
+            self.write_metadata = False
+            self.live = True
+            self._file: IO[Any] = stream
+        else:
+            self.write_metadata = bool(metadata)
+            self.path = _atomic.prepare_target(path)
+            self.live = self.format in LIVE_FORMATS
+            if self.live:
+                self._file = _atomic.open_live(self.path)
+            else:
+                self.temp_path, self._file = _atomic.open_temp(self.path, binary=writer_class(self.format).binary)
         try:
             self._writer = make_writer(self.format, self._file, self.columns, row_group_size=self.row_group_size)
+            self._file.flush()
+            if self.write_metadata:
+                _atomic.write_json_atomic(self.metadata_path, self._running_metadata())
         except Exception as exc:
-            _atomic.discard(self._file, self.temp_path)
+            self._discard()
+            if isinstance(exc, SinkError):
+                raise
             raise SinkError(f"cannot write output {str(self.path)!r}: {exc}") from exc
-        logger.debug("writing %s to %s (temporary %s)", self.format, self.path, self.temp_path.name)
+        logger.debug("writing %s to %s%s", self.format, self.path,
+                     f" (temporary {self.temp_path.name})" if self.temp_path else "")
+
+    def _discard(self) -> None:
+        """Error path of the constructor: close and delete what was created (never a stream)."""
+        if self._stream is not None:
+            return
+        if self.temp_path is not None:
+            _atomic.discard(self._file, self.temp_path)
+        else:
+            _atomic.discard(self._file, self.path)
 
     def __repr__(self) -> str:
         return f"TableSink({str(self.path)!r}, format={self.format!r}, state={self.state!r})"
 
     @property
     def outputs(self) -> tuple[str, ...]:
-        return (str(self.path),)
+        return () if self._stream is not None else (str(self.path),)
 
     @property
     def metadata_path(self) -> Path:
@@ -142,7 +197,8 @@ class TableSink(Sink):
     def write(self, results: Sequence["FrameResult"]) -> None:
         """Append the detections of a batch of frames (one device->host copy per batch).
 
-        Frames without detections add no row but are counted in the metadata.
+        CSV/JSONL rows reach the file (the OS) before this returns; Parquet rows are buffered
+        into row groups. Frames without detections add no row but are counted in the metadata.
         """
         self._check_open()
         if not results:
@@ -163,10 +219,24 @@ class TableSink(Sink):
             entry[0] += 1
             entry[1] += count
 
+    def _running_metadata(self) -> dict[str, Any]:
+        meta = self.metadata(None, complete=False)
+        meta.update(status="running", finished=False, pid=os.getpid())
+        if self.temp_path is not None:
+            meta["temporary"] = str(self.temp_path)
+        return meta
+
     def metadata(
         self, summary: "RunSummary | None" = None, *, complete: bool = True, reason: str | None = None
     ) -> dict[str, Any]:
-        """The metadata dict stored in the sidecar (and in Parquet files), JSON-safe."""
+        """The metadata dict stored in the sidecar (and in Parquet files), JSON-safe.
+
+        ``complete=False`` is an aborted output; otherwise the status follows ``summary``
+        (see the module docstring).
+        """
+        status = _outcome(summary, complete=complete)
+        if reason is None and status != "complete":
+            reason = "no input could be read" if status == "failed" else "some inputs failed or were cut short"
         return {
             "vidpipe_version": vidpipe_version(),
             "path": str(self.path),
@@ -175,8 +245,9 @@ class TableSink(Sink):
             "column_types": {c: COLUMN_TYPES[c] for c in self.columns},
             "rows_are": "one row per detection; frames without detections have no row",
             "frame_is": FRAME_NUMBERING,
-            "complete": complete,
-            "status": "complete" if complete else "partial",
+            "finished": True,
+            "complete": status == "complete",
+            "status": status,
             "reason": reason,
             "frames": self.frames,
             "rows": self.rows,
@@ -191,14 +262,21 @@ class TableSink(Sink):
         try:
             self._writer.finish(meta)
         except Exception as exc:
-            _atomic.discard(self._file, self.temp_path)
+            self._discard()
             raise SinkError(f"cannot finish output {str(self.path)!r}: {exc}") from exc
-        _atomic.commit(self._file, self.temp_path, self.path)
+        if self._stream is not None:
+            pass
+        elif self.temp_path is not None:
+            _atomic.commit(self._file, self.temp_path, self.path)
+        else:
+            _atomic.close_live(self._file, self.path)
         if self.write_metadata:
             _atomic.write_json_atomic(self.metadata_path, meta)
-        if complete:
-            logger.info("wrote %d detections of %d frames to %s", self.rows, self.frames, self.path)
+        where = "stdout" if self._stream is not None else str(self.path)
+        if meta["status"] == "complete":
+            logger.info("wrote %d detections of %d frames to %s", self.rows, self.frames, where)
         else:
             logger.warning(
-                "output %s is partial (%s): %d detections of %d frames", self.path, reason, self.rows, self.frames
+                "output %s marked %s (%s): %d detections of %d frames", where, meta["status"], meta["reason"],
+                self.rows, self.frames,
             )

@@ -1,0 +1,165 @@
+"""Where ``vidpipe detect`` writes: one table per input, one table for all, a folder, or stdout.
+
+Rows of several inputs in one table (``-o FILE`` or ``-o -``) come in input order: all rows of
+the first input, then the second, ... The inputs are still decoded concurrently, so the rows of
+an input are written as soon as they are detected only while it is the earliest unfinished
+input; the rows of later inputs are held in memory until the inputs before them are done. On
+Ctrl-C/SIGTERM the held rows are written (still in input order) before the table is finalised;
+a process killed outright loses them. One table per input (the default, or ``-o FOLDER/``) holds
+nothing back.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from vidpipe.pipeline import DetectionRun
+    from vidpipe.sinks import Sink
+    from vidpipe.summary import RunSummary
+    from vidpipe.types import FrameResult
+
+logger = logging.getLogger("vidpipe.cli")
+
+__all__ = ["OutputSpec", "Outputs"]
+
+OutputMode = Literal["beside", "folder", "single", "stdout"]
+_EXT = {"csv": ".csv", "jsonl": ".jsonl", "parquet": ".parquet"}
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """The resolved ``--output``/``--format`` of a run.
+
+    Attributes:
+        mode: ``beside`` (``<input>.detections.<ext>`` next to each input), ``folder`` (one table
+            per input in ``path``), ``single`` (one table ``path`` for all), ``stdout``.
+        path: the folder or file (``None`` for ``beside`` and ``stdout``).
+        format: ``csv``/``jsonl``/``parquet``, or ``auto`` (by ``path``'s extension).
+        here: write ``beside`` tables in the current folder (the bundled sample's case).
+    """
+
+    mode: OutputMode
+    path: Path | None
+    format: str
+    here: bool = False
+
+    def table_for(self, source: str) -> Path:
+        """The table of one input in the ``beside`` and ``folder`` modes."""
+        from vidpipe.sinks.paths import default_output_path
+
+        suffix = ".detections" + _EXT["csv" if self.format == "auto" else self.format]
+        path = default_output_path(source, suffix=suffix)
+        if self.mode == "folder":
+            return (self.path or Path.cwd()) / path.name
+        if self.here:
+            return Path.cwd() / path.name
+        if not os.access(path.parent, os.W_OK):
+            fallback = Path.cwd() / path.name
+            logger.info("%s is not writable; writing %s instead", path.parent, fallback)
+            return fallback
+        return path
+
+
+class Outputs:
+    """The sinks of one run, fed batch by batch from :meth:`DetectionRun.batches`."""
+
+    def __init__(self, spec: OutputSpec, det_run: "DetectionRun", *, names: Any) -> None:
+        from vidpipe.sinks import TableSink, make_sink
+
+        self.spec = spec
+        self._run = det_run
+        self._names = names
+        self._per_source: dict[int, "Sink"] = {}
+        self._paths: set[Path] = set()
+        self._single: "Sink | None" = None
+        if spec.mode == "stdout":
+            fmt = "jsonl" if spec.format == "auto" else spec.format
+            self._single = TableSink("<stdout>", format=fmt, names=names, stream=sys.stdout)  # type: ignore[arg-type]
+        elif spec.mode == "single":
+            self._single = make_sink(spec.path, names=names, format=spec.format)
+        # input order in a single table: the input being written, and the rows held for later ones
+        self._current = 0
+        self._held: dict[int, list["FrameResult"]] = {}
+
+    # ---------------------------------------------------------------- writing
+    def _sink_for(self, stream_id: int, source: str) -> "Sink":
+        sink = self._per_source.get(stream_id)
+        if sink is None:
+            from vidpipe.sinks import make_sink
+
+            path = self.spec.table_for(source)
+            stem, n = path, 2
+            while path in self._paths:  # two inputs of one name in one folder: a.detections-2.csv
+                path = stem.with_name(stem.name.replace(".detections", f".detections-{n}", 1))
+                n += 1
+            self._paths.add(path)
+            sink = make_sink(path, names=self._names, format=self.spec.format)
+            self._per_source[stream_id] = sink
+        return sink
+
+    def write(self, batch: "list[FrameResult]") -> None:
+        """Write one batch of results (rows reach the files before this returns, except rows
+        held for input order, see the module docstring)."""
+        groups: dict[int, list["FrameResult"]] = {}
+        for r in batch:
+            groups.setdefault(r.stream_id, []).append(r)
+        if self._single is None:
+            for sid, results in groups.items():
+                self._sink_for(sid, results[0].source).write(results)
+            return
+        # (no advance before routing: the run counts a batch as yielded before we get it, so an
+        # input whose last batch this is already looks drained)
+        for sid, results in groups.items():
+            if sid == self._current:
+                self._single.write(results)
+            else:
+                self._held.setdefault(sid, []).extend(results)
+        self._advance()
+
+    def _advance(self) -> None:
+        """Move past finished inputs, writing what was held for the next one."""
+        states = self._run.states
+        while self._current < len(states) and states[self._current].drained:
+            self._current += 1
+            held = self._held.pop(self._current, None)
+            if held and self._single is not None:
+                self._single.write(held)
+
+    def flush_held(self) -> None:
+        """Write every held row, in input order (end of the run, or interrupted)."""
+        if self._single is None:
+            return
+        for sid in sorted(self._held):
+            self._single.write(self._held.pop(sid))
+
+    # ---------------------------------------------------------------- finishing
+    def _all(self) -> list["Sink"]:
+        return ([self._single] if self._single is not None else []) + list(self._per_source.values())
+
+    @property
+    def outputs(self) -> list[str]:
+        return [o for s in self._all() for o in s.outputs]
+
+    def close(self) -> "RunSummary":
+        """Finalise every table with the run's summary (its status decides the metadata's)."""
+        self.flush_held()
+        summary = self._run.summary(outputs=self.outputs)
+        for s in self._all():
+            s.close(summary)
+        return summary
+
+    def abort(self, reason: str) -> "RunSummary":
+        """Finalise every table as partial, with ``reason``; held rows are written first."""
+        try:
+            self.flush_held()
+        finally:
+            summary = self._run.summary(outputs=self.outputs)
+            for s in self._all():
+                s.abort(reason, summary)
+        return summary
