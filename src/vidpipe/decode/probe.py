@@ -137,8 +137,7 @@ def open_input(
     if timeout is None and path is None:
         timeout = _URL_TIMEOUT
     try:
-        # metadata_errors: damaged tags (not UTF-8) must not stop the video from being read
-        container = av.open(text, mode="r", options=options or {}, timeout=timeout, metadata_errors="replace")
+        container = av.open(text, mode="r", options=options or {}, timeout=timeout, **_tag_decoding(av))
     except av.error.FFmpegError as exc:
         reason = _ffmpeg_reason(exc)
         hint = "check the file or convert it with ffmpeg"
@@ -167,6 +166,17 @@ def discard_other_streams(container: Any, keep: Any) -> None:
     for other in container.streams:
         if other.index != keep.index:
             other.discard = Discard.all
+
+
+def _tag_decoding(av: Any) -> dict[str, str]:
+    """``av.open`` arguments so damaged tags (not UTF-8) never stop a video from being read: PyAV
+    18 and older decode them strictly unless told ``metadata_errors``; PyAV 19 dropped that
+    argument and always decodes them with ``surrogateescape``."""
+    try:
+        major = int(str(av.__version__).split(".")[0])
+    except ValueError:
+        major = 0
+    return {"metadata_errors": "replace"} if major < 19 else {}
 
 
 def read_packets(container: Any, stream: Any) -> Iterator[Any]:
