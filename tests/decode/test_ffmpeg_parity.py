@@ -77,7 +77,12 @@ def test_nvdec_matches_ffmpeg(clips, cell):
         pytest.skip(f"NVDEC does not decode this cell: {exc}")
     # NVDEC's 8-bit conversion reproduces swscale's arithmetic; allow one level where a GPU's FMA
     # rounds a tie the other way (the CPU path is exact)
-    if cell.bits == 8 and not cell.odd_420 and res.problems == [p for p in res.problems if p.startswith("pixels off")]:
-        if res.max_err <= 1 and res.mean_err < 0.01:
+    # rounds a tie the other way (the CPU path is exact). MPEG-4 Part 2 is another matter: its
+    # standard bounds the IDCT's error (IEEE 1180) instead of fixing its arithmetic, so two
+    # conforming decoders differ; NVDEC vs FFmpeg's decoder measured on an H200: max 5, mean 0.014
+    only_pixels = res.problems == [p for p in res.problems if p.startswith("pixels off")]
+    if cell.bits == 8 and not cell.odd_420 and only_pixels:
+        limit = (8, 0.05) if cell.codec == "mpeg4" else (1, 0.01)
+        if res.max_err <= limit[0] and res.mean_err < limit[1]:
             res.problems.clear()
     _check(res)
