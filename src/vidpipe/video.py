@@ -22,7 +22,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from vidpipe.decode.base import DecodeOptions, Decoder
+from vidpipe.decode.base import DecodeOptions, Decoder, DecoderWrapper
 from vidpipe.types import FrameBatch
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["open_video", "Video"]
 
 
-class Video(Decoder):
+class Video(DecoderWrapper):
     """An open video: iterate it in batches, or read frames by number or time.
 
     Returned by :func:`open_video`. Everything a decoder has (``info``, ``choice``, ``device``,
@@ -60,28 +60,9 @@ class Video(Decoder):
     """
 
     def __init__(self, inner: Decoder, *, rgb: bool = True) -> None:
-        self.inner = inner
-        self.name = inner.name
+        super().__init__(inner)
         self._rgb = rgb
         self._reader: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "inner":  # not set yet (during unpickling): avoid recursing
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    # the Decoder class defines these as class attributes: __getattr__ would never see them
-    @property
-    def error(self) -> Exception | None:  # type: ignore[override]
-        return self.inner.error
-
-    @property
-    def frames_decoded(self) -> int:  # type: ignore[override]
-        return self.inner.frames_decoded
-
-    @property
-    def frames_delivered(self) -> int:  # type: ignore[override]
-        return self.inner.frames_delivered
 
     def batches(self, batch_size: int) -> Iterator[FrameBatch]:
         if not self._rgb:

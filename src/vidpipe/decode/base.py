@@ -6,7 +6,7 @@ import abc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from vidpipe._validate import check_range
 from vidpipe.errors import ConfigError
@@ -157,3 +157,34 @@ class Decoder(abc.ABC):
 
     def __iter__(self) -> Iterator[FrameBatch]:
         return self.batches(1)
+
+
+class DecoderWrapper(Decoder):
+    """A decoder around another (``inner``) that changes its batches, nothing else: ``info``,
+    ``choice``, ``device``, ``error``, counters, ``close`` and any other attribute are the wrapped
+    decoder's. Subclasses implement :meth:`batches`."""
+
+    def __init__(self, inner: Decoder) -> None:
+        self.inner = inner
+        self.name = inner.name  # type: ignore[misc]
+
+    def __getattr__(self, name: str) -> Any:  # only called for attributes not found here
+        if name == "inner":  # not set yet (during unpickling): avoid recursing
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    # Decoder defines these as class attributes, which __getattr__ would never see
+    @property
+    def error(self) -> Exception | None:  # type: ignore[override]
+        return self.inner.error
+
+    @property
+    def frames_decoded(self) -> int:  # type: ignore[override]
+        return self.inner.frames_decoded
+
+    @property
+    def frames_delivered(self) -> int:  # type: ignore[override]
+        return self.inner.frames_delivered
+
+    def close(self) -> None:
+        self.inner.close()

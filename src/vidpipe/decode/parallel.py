@@ -222,19 +222,12 @@ class SegmentParallelDecoder(Decoder):
         """Warn when a constant-rate stream's timestamps skip frames in the selected range (frames
         missing from the file; variable frame rate is never reported), see
         :func:`~vidpipe.decode.timing.timestamp_gaps`. Sets ``timestamp_gaps``."""
-        from vidpipe.decode.timing import timestamp_gaps
+        from vidpipe.decode.timing import warn_timestamp_gaps
 
         start, end = self.options.start, self.options.end
         times = [t for t in map(plan.index.seconds, plan.frame_pts) if t is not None]
         times = [t for t in times if (start is None or t >= start) and (end is None or t < end)]
-        gaps = timestamp_gaps(times)
-        self.timestamp_gaps = gaps.missing
-        if gaps.missing:
-            logger.warning(
-                "%s: %d frame(s) missing from the file: its constant-rate timestamps (every %.4fs) skip "
-                "%d time(s), first before t=%.3fs",
-                self.info.source, gaps.missing, gaps.interval, gaps.gaps, gaps.first_at,
-            )  # fmt: skip
+        self.timestamp_gaps = warn_timestamp_gaps(self.info.source, times)
 
     def _window(self, batch_size: int) -> int:
         if self.window is not None:

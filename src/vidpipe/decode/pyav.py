@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from vidpipe.decode.base import DecodeOptions, Decoder, StreamInfo
 from vidpipe.decode.probe import discard_other_streams, open_input, probe, read_packets, to_fraction
 from vidpipe.decode.rgb import FrameToRGB
-from vidpipe.decode.timing import FrameNumbers, timestamp_gaps
+from vidpipe.decode.timing import FrameNumbers, warn_timestamp_gaps
 from vidpipe.errors import DecodeError
 from vidpipe.types import FrameBatch, FrameMeta
 
@@ -265,15 +265,8 @@ class PyAVDecoder(Decoder):
                 "their frame numbers are skipped",
                 self.info.source, lost, numbers.lost_at or 0.0,
             )  # fmt: skip
-        gaps = timestamp_gaps(times)
-        if gaps.missing:
-            logger.warning(
-                "%s: %d frame(s) missing from the file: its constant-rate timestamps (every %.4fs) skip "
-                "%d time(s), first before t=%.3fs",
-                self.info.source, gaps.missing, gaps.interval, gaps.gaps, gaps.first_at,
-            )  # fmt: skip
         self.frames_missing = lost
-        self.timestamp_gaps = gaps.missing
+        self.timestamp_gaps = warn_timestamp_gaps(self.info.source, times)
 
     def _check_complete(self, last_index: int, last_pts: float | None, kept: int) -> None:
         """Mark the result partial when a clean end of stream comes well before the end the

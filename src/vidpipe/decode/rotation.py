@@ -28,7 +28,7 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
-from vidpipe.decode.base import Decoder
+from vidpipe.decode.base import Decoder, DecoderWrapper
 from vidpipe.types import FrameBatch
 
 __all__ = [
@@ -222,7 +222,7 @@ def rotate_batch(batch: FrameBatch, degrees: int, *, mirror: bool = False) -> Fr
     return FrameBatch(data=out, frames=frames, format=batch.format, color=batch.color)
 
 
-class RotatedDecoder(Decoder):
+class RotatedDecoder(DecoderWrapper):
     """A decoder whose batches are turned upright: ``degrees`` counter-clockwise, then flipped
     left-right if ``mirror`` (see :class:`Orientation`).
 
@@ -231,34 +231,13 @@ class RotatedDecoder(Decoder):
     """
 
     def __init__(self, inner: Decoder, degrees: int, *, mirror: bool = False) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.degrees = int(degrees) % 360
         self.mirror = bool(mirror)
-        self.name = inner.name
 
     def batches(self, batch_size: int) -> Iterator[FrameBatch]:
         for batch in self.inner.batches(batch_size):
             yield rotate_batch(batch, self.degrees, mirror=self.mirror)
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def __getattr__(self, name: str) -> Any:  # only called for attributes not found here
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    @property
-    def error(self) -> Exception | None:  # type: ignore[override]
-        return self.inner.error
-
-    @property
-    def frames_decoded(self) -> int:  # type: ignore[override]
-        return self.inner.frames_decoded
-
-    @property
-    def frames_delivered(self) -> int:  # type: ignore[override]
-        return self.inner.frames_delivered
 
     def __repr__(self) -> str:
         return f"RotatedDecoder({self.inner!r}, degrees={self.degrees}, mirror={self.mirror})"

@@ -18,10 +18,13 @@ frame rate and never "missing" anything.
 from __future__ import annotations
 
 import heapq
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["FrameNumbers", "TimestampGaps", "timestamp_gaps"]
+__all__ = ["FrameNumbers", "TimestampGaps", "timestamp_gaps", "warn_timestamp_gaps"]
+
+logger = logging.getLogger(__name__)
 
 #: the least share of one-interval steps for a stream to count as constant-rate
 REGULAR_SHARE = 0.9
@@ -74,6 +77,19 @@ def timestamp_gaps(times: Sequence[float]) -> TimestampGaps:
         return TimestampGaps(interval=interval)
     first = next(i for i, k in enumerate(multiples) if k > 1)
     return TimestampGaps(missing, sum(k > 1 for k in multiples), ts[first + 1], interval)
+
+
+def warn_timestamp_gaps(source: str, times: Sequence[float]) -> int:
+    """:func:`timestamp_gaps` of ``times``, logged as one warning naming ``source`` when frames are
+    missing; returns how many."""
+    gaps = timestamp_gaps(times)
+    if gaps.missing:
+        logger.warning(
+            "%s: %d frame(s) missing from the file: its constant-rate timestamps (every %.4fs) skip "
+            "%d time(s), first before t=%.3fs",
+            source, gaps.missing, gaps.interval, gaps.gaps, gaps.first_at,
+        )  # fmt: skip
+    return gaps.missing
 
 
 class FrameNumbers:
