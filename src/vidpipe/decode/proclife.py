@@ -35,15 +35,17 @@ import sys
 import threading
 import time
 
-__all__ = ["watch_parent", "parent_gone"]
+__all__ = ["watch_parent", "parent_gone", "is_dead", "remove_parent_files"]
 
 logger = logging.getLogger(__name__)
 
 #: Linux ``prctl`` option number of ``PR_SET_PDEATHSIG`` (``<linux/prctl.h>``)
 PR_SET_PDEATHSIG = 1
-#: seconds to wait, after the pipe closed, for the kernel to re-parent this process (the pipe
-#: closes while the parent exits, a moment before it is gone from the process table)
+#: seconds to wait, after the pipe or the socket closed, for the parent to show as dying (it
+#: should at once: see :func:`is_dead`); a live parent's files are never removed
 REPARENT_WAIT = 0.5
+#: the kernel's task flag of a thread in ``do_exit`` (``<linux/sched.h>``), field 9 of ``stat``
+PF_EXITING = 0x00000004
 
 
 def watch_parent(parent: int, pipe_fd: int | None) -> None:
@@ -65,12 +67,29 @@ def parent_gone(parent: int) -> None:
     """Exit now: clean up after ``parent`` if it is dead, then :func:`os._exit` (never returns)."""
     try:
         deadline = time.monotonic() + REPARENT_WAIT
-        while os.getppid() == parent and time.monotonic() < deadline:
+        while not (dead := is_dead(parent)) and time.monotonic() < deadline:
             time.sleep(0.005)
-        if os.getppid() != parent:
+        if dead:
             remove_parent_files(parent)
     finally:
         os._exit(0)
+
+
+def is_dead(parent: int) -> bool:
+    """Whether the process ``parent`` (this process's parent when it started) has died or is
+    dying: this process was re-parented, or (Linux) ``parent`` is gone, a zombie, or exiting
+    (``PF_EXITING``: it closes its files, the lifeline among them, before it is re-parented
+    away, and closing a CUDA context may take a while)."""
+    if os.getppid() != parent:
+        return True
+    try:
+        with open(f"/proc/{int(parent)}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False  # no /proc here: only the re-parenting tells
+    return fields[0] in (b"Z", b"X", b"x") or bool(int(fields[6]) & PF_EXITING)
 
 
 def remove_parent_files(parent: int) -> int:

@@ -183,7 +183,7 @@ def _decoder(spec: dict) -> Any:
 
 def _open_ring(conn: Any, handles: list[Any]) -> list[Any]:
     """The ring's slots (CPU ones: the descriptor of their file follows the message on ``conn``)."""
-    from vidpipe.decode.procpool import open_slots, recv_fds
+    from vidpipe.decode.procring import open_slots, recv_fds
 
     fd = recv_fds(conn, 1)[0] if any(h[0] == "fd" for h in handles) else None
     try:
