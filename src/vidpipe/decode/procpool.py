@@ -151,7 +151,10 @@ class DecoderProcessPool:
                 try:
                     hello = conn.recv()
                 except (EOFError, OSError):
-                    code = waiting[conn].wait(timeout=5)
+                    try:
+                        code = waiting[conn].wait(timeout=5)
+                    except subprocess.TimeoutExpired:
+                        code = None
                     raise DecodeError(f"a decoder process exited while starting (exit code {code})") from None
                 if hello[0] != "hello":
                     raise DecodeError(f"unexpected message from a decoder process: {hello!r}")
@@ -165,7 +168,8 @@ class DecoderProcessPool:
         return sum(self.alive)
 
     def send(self, i: int, msg: tuple, fds: tuple[int, ...] = ()) -> bool:
-        """Send to child ``i`` (with open descriptors ``fds`` right after, see :func:`open_slots`);
+        """Send to child ``i`` (with open descriptors ``fds`` right after: see
+        :func:`~vidpipe.decode.procring.open_slots`);
         ``False`` (and the child marked dead) when it is gone."""
         if not self.alive[i]:
             return False
