@@ -6,7 +6,10 @@ its children wait for it: ``kill -9``, ``SIGTERM``, a normal exit, and a kill wh
 are still starting. Every child must be gone within :data:`GONE_S` seconds, and no
 shared-memory file or socket file the run used may remain. While the run is alive the test also
 checks that its shared memory and sockets have no name at all (an anonymous ``memfd`` ring,
-socket pairs), so nothing can collide with a later run either.
+socket pairs), so nothing can collide with a later run either. The parent script also makes a
+file named like PyTorch's CUDA IPC reference-count files (``/dev/shm/torch_<pid>_*``): the
+children must remove it when the parent died, and leave it when the parent lived and closed
+the pool.
 
 Processes are found through ``/proc`` (Linux): a child is ``(pid, start time)``, so a reused pid
 never counts; a zombie (exited, not yet reaped by whoever adopted it) counts as gone.
@@ -39,6 +42,8 @@ READY_S = 180.0
 SCRIPT = r"""
 import os, sys, time
 mode, kind, path = sys.argv[1:4]
+if os.path.isdir("/dev/shm"):  # as PyTorch's CUDA IPC reference-count files are named
+    open(f"/dev/shm/torch_{os.getpid()}_vidpipe-test", "w").close()
 if kind == "pyav":
     from vidpipe.decode.parallel import PyAVParallelDecoder
     dec = PyAVParallelDecoder(path, workers=4, segment_frames=10, processes=2, buffer_bytes=1)
@@ -244,7 +249,12 @@ def trial(mode: str, kind: str, path: Path, sig: int | None) -> float:
             if others:
                 print(f"files of the CUDA driver or libraries left by a killed parent (not ours): {others}")
             left = [n for n in left if n not in others]
-        left += [str(p) for p in Path("/dev/shm").glob(f"torch_{parent.proc.pid}_*")]
+        torch_files = [str(p) for p in Path("/dev/shm").glob(f"torch_{parent.proc.pid}_*")]
+        if sig is None and os.path.isdir("/dev/shm"):  # the parent closed the pool: its files are its own
+            assert torch_files == [f"/dev/shm/torch_{parent.proc.pid}_vidpipe-test"]
+            os.unlink(torch_files[0])
+        else:
+            left += torch_files
         assert not left, f"left behind: {left}"
         return took
     finally:

@@ -34,6 +34,7 @@ import signal
 import sys
 import threading
 import time
+from typing import NoReturn
 
 __all__ = ["watch_parent", "parent_gone", "is_dead", "remove_parent_files"]
 
@@ -54,16 +55,19 @@ def watch_parent(parent: int, pipe_fd: int | None) -> None:
     first thing in the child's main thread, before any other thread starts (the signal mask is
     inherited by the threads started later, PyTorch's and the codecs' included)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if sys.platform.startswith("linux") and _set_pdeathsig(signal.SIGTERM):
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        threading.Thread(target=_take_sigterm, args=(parent,), name="vidpipe-sigterm", daemon=True).start()
+    if sys.platform.startswith("linux"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # before arming: never lost
+        if _set_pdeathsig(signal.SIGTERM):
+            threading.Thread(target=_take_sigterm, args=(parent,), name="vidpipe-sigterm", daemon=True).start()
+        else:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     if os.getppid() != parent:  # died before the signal was armed
         parent_gone(parent)
     if pipe_fd is not None:
         threading.Thread(target=_watch_pipe, args=(parent, pipe_fd), name="vidpipe-lifeline", daemon=True).start()
 
 
-def parent_gone(parent: int) -> None:
+def parent_gone(parent: int) -> NoReturn:
     """Exit now: clean up after ``parent`` if it is dead, then :func:`os._exit` (never returns)."""
     try:
         deadline = time.monotonic() + REPARENT_WAIT
