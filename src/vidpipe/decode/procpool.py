@@ -12,8 +12,14 @@ The pool starts its children once (a few seconds: interpreter, PyTorch, CUDA con
 them for every later decode in the process, like the NVDEC session pool; each child keeps its own
 pooled sessions. One decode uses the pool at a time (:meth:`DecoderProcessPool.try_lock`); a
 second decoder running meanwhile uses threads. Children are plain subprocesses, not
-``multiprocessing`` workers, so a user's script is never re-imported; they exit when the parent
-closes the pool, exits or dies.
+``multiprocessing`` workers, so a user's script is never re-imported.
+
+Nothing of a pool has a name another run could collide with or that a killed parent leaves
+behind: each child talks over its own socket pair (inherited, no socket file), the CPU ring is
+an anonymous shared-memory file whose descriptor travels over that socket
+(:mod:`vidpipe.decode.procring`), and the children exit when the parent closes the pool, exits
+or dies by any signal (:mod:`vidpipe.decode.proclife`: a pipe they watch and a parent-death
+signal).
 """
 
 from __future__ import annotations
@@ -21,143 +27,30 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import secrets
+import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from vidpipe.decode.procring import Ring, send_fds
 from vidpipe.errors import DecodeError
-from vidpipe.ops.pool import _use_count
 
 if TYPE_CHECKING:
     import torch
 
     from vidpipe.decode.base import StreamInfo
 
-__all__ = ["DecoderProcessPool", "get_pool", "close_pools", "share_slot", "open_slot", "Ring"]
+__all__ = ["DecoderProcessPool", "get_pool", "close_pools", "Ring"]
 
 logger = logging.getLogger(__name__)
 
-#: seconds a child may take to start (import PyTorch, connect) before the pool gives up
+#: seconds a child may take to start (import PyTorch, say hello) before the pool gives up
 START_TIMEOUT = 120.0
 
 _pools: dict[str, "DecoderProcessPool"] = {}
 _pools_lock = threading.Lock()
-
-
-# ------------------------------------------------------------------------------ shared buffers
-
-
-def share_slot(tensor: "torch.Tensor", path: str | None = None) -> Any:
-    """What a child needs to map ``tensor``: the CUDA tensor itself (pickled as a CUDA IPC handle
-    by PyTorch's reducers) or, for a CPU tensor mapped from the file ``path``, the file."""
-    if tensor.device.type == "cuda":
-        return ("cuda", tensor)
-    return ("file", path, tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."))
-
-
-def open_slot(handle: Any) -> "torch.Tensor":
-    """The child's view of a shared batch buffer (see :func:`share_slot`)."""
-    if handle[0] == "cuda":
-        return handle[1]
-    _, path, shape, dtype = handle
-    return _map_file(path, shape, dtype)
-
-
-def _map_file(path: str, shape: tuple[int, ...], dtype: str) -> "torch.Tensor":
-    """A CPU tensor over the shared file ``path``; the mapping lives as long as the tensor (and
-    its views), whatever happens to the file's name."""
-    import mmap
-
-    import numpy as np
-    import torch
-
-    fd = os.open(path, os.O_RDWR)
-    try:
-        m = mmap.mmap(fd, os.fstat(fd).st_size)
-    finally:
-        os.close(fd)
-    n = int(np.prod(shape))
-    return torch.from_numpy(np.frombuffer(m, dtype=getattr(np, dtype), count=n).reshape(shape))
-
-
-class Ring:
-    """``slots`` batch buffers ``(B, *row)`` shared with every child; batch ``b`` lives in slot
-    ``b % slots``."""
-
-
-    def __init__(self, pool: "DecoderProcessPool", ident: int, shape: tuple[int, ...], dtype: "torch.dtype",
-                 slots: int, device: "torch.device") -> None:  # fmt: skip
-        self.pool = pool
-        self.id = ident
-        self.shape = shape
-        self.dtype = dtype
-        self.device = device
-        self.tensors: list[torch.Tensor] = []
-        self._files: list[str | None] = []
-        for _ in range(slots):
-            t, path = self._alloc()
-            self.tensors.append(t)
-            self._files.append(path)
-        self._base = [_use_count(t) for t in self.tensors]  # the ring's own references to each slot
-        pool.broadcast(("ring", ident, [share_slot(t, p) for t, p in zip(self.tensors, self._files)]))
-
-    def _alloc(self) -> tuple["torch.Tensor", str | None]:
-        """A new slot: CUDA memory, or a CPU tensor mapped from a file in shared memory."""
-        import torch
-
-        if self.device.type == "cuda":
-            return torch.empty(self.shape, dtype=self.dtype, device=self.device), None
-        n = self.dtype.itemsize
-        for s in self.shape:
-            n *= s
-        shm_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
-        fd, path = tempfile.mkstemp(prefix="vidpipe-ring-", dir=shm_dir)
-        try:
-            os.ftruncate(fd, max(1, n))
-        finally:
-            os.close(fd)
-        return _map_file(path, self.shape, str(self.dtype).removeprefix("torch.")), path
-
-    @property
-    def slots(self) -> int:
-        return len(self.tensors)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in self.tensors)
-
-    def renew_if_kept(self, i: int) -> None:
-        """Give slot ``i`` a new buffer when something outside the ring still references the old
-        one (the caller kept a batch, or a view of it): the kept one leaves the ring, as a pool
-        buffer would. Undecidable without PyTorch's storage use count: then nothing is renewed."""
-        n, base = _use_count(self.tensors[i]), self._base[i]
-        if n is None or base is None or n <= base:
-            return
-        t, path = self._alloc()
-        self.tensors[i], old = t, self._files[i]
-        self._files[i] = path
-        self._base[i] = _use_count(t)
-        self.pool.broadcast(("slot", self.id, i, share_slot(t, path)))
-        _unlink(old)  # the caller's tensor keeps its mapping
-
-    def release(self) -> None:
-        self.pool.broadcast(("drop", self.id))
-        self.tensors = []
-        for path in self._files:
-            _unlink(path)
-        self._files = []
-
-
-def _unlink(path: str | None) -> None:
-    if path is not None:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
 
 
 # ------------------------------------------------------------------------------------- pool
@@ -171,8 +64,6 @@ class DecoderProcessPool:
     """
 
     def __init__(self, device: str, processes: int) -> None:
-        from multiprocessing.connection import Listener
-
         import torch.multiprocessing  # noqa: F401 - CUDA tensors pickle as IPC handles
 
         self.device = device
@@ -185,78 +76,116 @@ class DecoderProcessPool:
         self._ring_ids = 0
         self._warm: set[tuple] = set()
         self.broken = False
-        key = secrets.token_bytes(16)
-        self._dir = tempfile.mkdtemp(prefix="vidpipe-dec-")
-        address = os.path.join(self._dir, "sock")
-        listener = Listener(address, family="AF_UNIX", authkey=key)
-        env = dict(os.environ, VIDPIPE_PROC_ADDRESS=address, VIDPIPE_PROC_KEY=key.hex(),
-                   PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # fmt: skip
-        if logger.isEnabledFor(logging.DEBUG):
-            env["VIDPIPE_PROC_LOG"] = "DEBUG"
+        self._lifeline: int | None = None  # write end of the pipe the children watch
+        self._closed = threading.Event()
         t0 = time.perf_counter()
         try:
-            for _ in range(processes):
-                self.procs.append(
-                    subprocess.Popen([sys.executable, "-m", "vidpipe.decode.procworker"], env=env, stdin=subprocess.DEVNULL)
-                )
-            self._accept(listener, processes)
+            self._start(processes)
+            self._hello()
         except BaseException:
             self.close()
             raise
-        finally:
-            listener.close()
         self.start_s = time.perf_counter() - t0
         logger.info("%d decoder processes for %s started in %.1f s", processes, device, self.start_s)
 
-    def _accept(self, listener: Any, n: int) -> None:
-        result: list[Any] = []
+    def _start(self, n: int) -> None:
+        """Start ``n`` children from a thread that lives as long as the pool: Linux sends the
+        parent-death signal when the thread that started a child ends (this one: when the pool
+        is closed or the process dies), not the thread that asked for the pool (a decode thread
+        of a pipeline that may end long before)."""
+        started = threading.Event()
         error: list[BaseException] = []
 
-        def accept() -> None:
+        def keeper() -> None:
             try:
-                for _ in range(n):
-                    conn = listener.accept()
-                    hello = conn.recv()
-                    if hello[0] != "hello":
-                        raise DecodeError(f"unexpected message from a decoder process: {hello!r}")
-                    result.append(conn)
-            except BaseException as exc:  # noqa: BLE001
+                self._spawn(n)
+            except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
                 error.append(exc)
+            finally:
+                started.set()
+            self._closed.wait()
 
-        t = threading.Thread(target=accept, daemon=True)
-        t.start()
+        threading.Thread(target=keeper, name="vidpipe-procs", daemon=True).start()
+        started.wait()
+        if error:
+            raise error[0]
+
+    def _spawn(self, n: int) -> None:
+        from multiprocessing.connection import Connection
+
+        watch, self._lifeline = os.pipe()  # both ends close-on-exec: only passed where named
+        try:
+            env = dict(os.environ, VIDPIPE_PROC_PARENT=str(os.getpid()), VIDPIPE_PROC_WATCH=str(watch),
+                       PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # fmt: skip
+            if logger.isEnabledFor(logging.DEBUG):
+                env["VIDPIPE_PROC_LOG"] = "DEBUG"
+            for _ in range(n):
+                mine, theirs = socket.socketpair()
+                try:
+                    env["VIDPIPE_PROC_FD"] = str(theirs.fileno())
+                    self.procs.append(subprocess.Popen(
+                        [sys.executable, "-m", "vidpipe.decode.procworker"], env=env, stdin=subprocess.DEVNULL,
+                        pass_fds=(theirs.fileno(), watch),
+                    ))  # fmt: skip
+                except BaseException:
+                    mine.close()
+                    raise
+                finally:
+                    theirs.close()
+                self.conns.append(Connection(mine.detach()))
+                self.alive.append(True)
+                self._send_locks.append(threading.Lock())
+        finally:
+            os.close(watch)
+
+    def _hello(self) -> None:
+        """Wait until every child has started (imported PyTorch) and said hello."""
+        from multiprocessing.connection import wait
+
+        waiting = dict(zip(self.conns, self.procs))
         deadline = time.monotonic() + START_TIMEOUT
-        while t.is_alive() and time.monotonic() < deadline:
-            t.join(0.2)
-            dead = [p for p in self.procs if p.poll() is not None]
+        while waiting:
+            if time.monotonic() > deadline:
+                raise DecodeError(f"decoder processes did not start: not ready after {START_TIMEOUT:.0f} s")
+            for conn in wait(list(waiting), timeout=0.2):
+                try:
+                    hello = conn.recv()
+                except (EOFError, OSError):
+                    try:
+                        code = waiting[conn].wait(timeout=5)
+                    except subprocess.TimeoutExpired:
+                        code = None
+                    raise DecodeError(f"a decoder process exited while starting (exit code {code})") from None
+                if hello[0] != "hello":
+                    raise DecodeError(f"unexpected message from a decoder process: {hello!r}")
+                del waiting[conn]
+            dead = [p for p in waiting.values() if p.poll() is not None]
             if dead:
                 raise DecodeError(f"a decoder process exited while starting (exit code {dead[0].returncode})")
-        if t.is_alive() or error or len(result) < n:
-            why = error[0] if error else f"not connected after {START_TIMEOUT:.0f} s"
-            raise DecodeError(f"decoder processes did not start: {why}")
-        self.conns = result
-        self.alive = [True] * n
-        self._send_locks = [threading.Lock() for _ in range(n)]
 
     @property
     def size(self) -> int:
         return sum(self.alive)
 
-    def send(self, i: int, msg: tuple) -> bool:
-        """Send to child ``i``; ``False`` (and the child marked dead) when it is gone."""
+    def send(self, i: int, msg: tuple, fds: tuple[int, ...] = ()) -> bool:
+        """Send to child ``i`` (with open descriptors ``fds`` right after: see
+        :func:`~vidpipe.decode.procring.open_slots`);
+        ``False`` (and the child marked dead) when it is gone."""
         if not self.alive[i]:
             return False
         try:
             with self._send_locks[i]:
                 self.conns[i].send(msg)
+                if fds:
+                    send_fds(self.conns[i], list(fds))
             return True
         except (OSError, EOFError, BrokenPipeError):
             self.mark_dead(i)
             return False
 
-    def broadcast(self, msg: tuple) -> None:
+    def broadcast(self, msg: tuple, fds: tuple[int, ...] = ()) -> None:
         for i in range(len(self.conns)):
-            self.send(i, msg)
+            self.send(i, msg, fds)
 
     def mark_dead(self, i: int) -> None:
         if self.alive[i]:
@@ -323,10 +252,10 @@ class DecoderProcessPool:
                 p.wait(timeout=5)
         self.alive = [False] * len(self.alive)
         self.procs = []
-        try:
-            os.rmdir(self._dir)
-        except OSError:
-            pass
+        if self._lifeline is not None:
+            os.close(self._lifeline)
+            self._lifeline = None
+        self._closed.set()  # the keeper thread ends
 
 
 def get_pool(device: "torch.device", processes: int | None, *, start: bool) -> DecoderProcessPool | None:
@@ -356,7 +285,32 @@ def _register_exit() -> None:
     global _exit_registered
     if not _exit_registered:
         atexit.register(close_pools)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_forget_pools)
         _exit_registered = True
+
+
+def _forget_pools() -> None:
+    """In a process forked from this one: the pools are the parent's. Drop them without a word
+    to the children, and close the inherited descriptors (a copy of the lifeline's write end
+    kept here would keep the children alive after the parent died)."""
+    global _pools_lock
+    _pools_lock = threading.Lock()  # another thread may have held it at the fork
+    for pool in _pools.values():
+        for conn in pool.conns:
+            try:
+                conn.close()
+            except OSError:
+                pass
+        if pool._lifeline is not None:
+            try:
+                os.close(pool._lifeline)
+            except OSError:
+                pass
+            pool._lifeline = None
+        pool.procs = []
+        pool.alive = [False] * len(pool.alive)
+    _pools.clear()
 
 
 def children_cpu_seconds() -> float:

@@ -2,8 +2,8 @@
 
 Started by :class:`~vidpipe.decode.procpool.DecoderProcessPool` as
 ``python -m vidpipe.decode.procworker`` (a plain subprocess, so the user's ``__main__`` is never
-re-imported); it connects back to the parent and serves jobs until told to exit or the parent
-goes away. One job at a time:
+re-imported); it talks to the parent over an inherited socket and serves jobs until told to exit
+or the parent goes away (by any signal: :mod:`vidpipe.decode.proclife`). One job at a time:
 
 - the parent sends the ring of batch buffers once (``ring``: CUDA tensors shared through CUDA
   IPC, or CPU shared memory), then a ``job`` (stream, plan, options, session count) and the
@@ -28,7 +28,7 @@ import os
 import queue
 import sys
 import threading
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = ["main", "ChildJob"]
 
@@ -181,14 +181,21 @@ def _decoder(spec: dict) -> Any:
     return dec
 
 
-def _open_ring(msg: tuple) -> list[Any]:
-    from vidpipe.decode.procpool import open_slot
+def _open_ring(conn: Any, handles: list[Any]) -> list[Any]:
+    """The ring's slots (CPU ones: the descriptor of their file follows the message on ``conn``)."""
+    from vidpipe.decode.procring import open_slots, recv_fds
 
-    return [open_slot(h) for h in msg[2]]
+    fd = recv_fds(conn, 1)[0] if any(h[0] == "fd" for h in handles) else None
+    try:
+        return open_slots(handles, fd)
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
-def serve(conn: Any) -> None:
-    """Serve the parent on ``conn`` until ``exit`` or the parent goes away."""
+def serve(conn: Any) -> bool:
+    """Serve the parent on ``conn`` until ``exit`` (returns ``True`` once the job stopped) or
+    the parent goes away (returns ``False`` at once: nothing is left to wait for)."""
     send_lock = threading.Lock()
 
     def send(msg: tuple) -> None:
@@ -202,16 +209,14 @@ def serve(conn: Any) -> None:
         try:
             msg = conn.recv()
         except (EOFError, OSError):
-            break
+            return False
         kind = msg[0]
         if kind == "exit":
             break
         if kind == "ring":
-            rings[msg[1]] = _open_ring(msg)
+            rings[msg[1]] = _open_ring(conn, msg[2])
         elif kind == "slot":  # one slot of a ring replaced (the parent's caller kept a batch)
-            from vidpipe.decode.procpool import open_slot
-
-            rings[msg[1]][msg[2]] = open_slot(msg[3])
+            rings[msg[1]][msg[2]] = _open_ring(conn, [msg[3]])[0]
         elif kind == "drop":
             rings.pop(msg[1], None)
         elif kind == "warm":
@@ -242,6 +247,7 @@ def serve(conn: Any) -> None:
         job.cancel()
     if runner is not None:
         runner.join(timeout=10)
+    return True
 
 
 def _warm(msg: tuple, send: Any) -> None:
@@ -256,24 +262,35 @@ def _warm(msg: tuple, send: Any) -> None:
         send(("warmed", 0, f"{type(exc).__name__}: {exc}"))
 
 
-def main() -> int:
-    """Entry point of ``python -m vidpipe.decode.procworker`` (address and key from the environment)."""
-    from multiprocessing.connection import Client
+def main() -> NoReturn:
+    """Entry point of ``python -m vidpipe.decode.procworker``. From the environment: the parent's
+    pid (``VIDPIPE_PROC_PARENT``), the inherited descriptors of this child's socket to the parent
+    (``VIDPIPE_PROC_FD``) and of the parent's lifeline pipe (``VIDPIPE_PROC_WATCH``)."""
+    from multiprocessing.connection import Connection
+
+    from vidpipe.decode.proclife import parent_gone, watch_parent
+
+    # first, before PyTorch (seconds) and any other thread: a parent killed meanwhile ends us
+    parent = int(os.environ["VIDPIPE_PROC_PARENT"])
+    watch_parent(parent, int(os.environ["VIDPIPE_PROC_WATCH"]))
+    conn = Connection(int(os.environ["VIDPIPE_PROC_FD"]))
 
     import torch.multiprocessing  # noqa: F401 - registers the CUDA tensor pickling (IPC handles)
 
     level = os.environ.get("VIDPIPE_PROC_LOG", "WARNING")
     logging.basicConfig(level=level, format="vidpipe decoder process %(process)d: %(levelname)s %(message)s")
-    address = os.environ["VIDPIPE_PROC_ADDRESS"]
-    key = bytes.fromhex(os.environ["VIDPIPE_PROC_KEY"])
-    conn = Client(address, family="AF_UNIX", authkey=key)
     conn.send(("hello", os.getpid()))
     try:
-        serve(conn)
+        told = serve(conn)
     finally:
         conn.close()
-    return 0
+    if not told:  # the socket closed: the parent died (or dropped us)
+        parent_gone(parent)
+    # no interpreter shutdown: it could wait on a decode thread's CUDA call and only costs time
+    # (PyTorch's teardown); nothing is left to flush (log records are flushed as written)
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -1,0 +1,181 @@
+"""The shared batch buffers of a decoder-process run: a ring of ``slots`` batches every child writes
+into and the parent reads from, without copies.
+
+On CUDA the slots are PyTorch CUDA tensors, shared through CUDA IPC (pickled as IPC handles). On
+the CPU they lie in one anonymous shared-memory file (``memfd_create``; elsewhere a temporary
+file unlinked at once) whose descriptor travels to the children over their socket
+(``SCM_RIGHTS``): the file has no name, so nothing can collide with it and nothing is left
+behind, whatever way the processes end. Each slot is a tensor with a storage of its own, so its
+use count tells whether the caller kept a batch (:meth:`Ring.renew_if_kept`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+from typing import TYPE_CHECKING, Any
+
+from vidpipe.ops.pool import _use_count
+
+if TYPE_CHECKING:
+    import torch
+
+    from vidpipe.decode.procpool import DecoderProcessPool
+
+__all__ = ["Ring", "share_slot", "open_slots", "anonymous_shm", "send_fds", "recv_fds"]
+
+
+def share_slot(tensor: "torch.Tensor", offset: int = 0) -> Any:
+    """What a child needs to map ``tensor``: the CUDA tensor itself (pickled as a CUDA IPC handle
+    by PyTorch's reducers) or, for a CPU tensor at byte ``offset`` of a shared-memory file, where
+    it lies (the file's descriptor is sent with the message:
+    :meth:`~vidpipe.decode.procpool.DecoderProcessPool.send`)."""
+    if tensor.device.type == "cuda":
+        return ("cuda", tensor)
+    return ("fd", offset, tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."))
+
+
+def open_slots(handles: list[Any], fd: int | None) -> list["torch.Tensor"]:
+    """The child's views of shared batch buffers (see :func:`share_slot`); CPU ones lie in the
+    file open as ``fd`` (received with the message; the caller closes it)."""
+    mapping = _map(fd) if fd is not None else None
+    out = []
+    for h in handles:
+        if h[0] == "cuda":
+            out.append(h[1])
+        else:
+            _, offset, shape, dtype = h
+            out.append(_view(mapping, offset, shape, dtype))
+    return out
+
+
+def _map(fd: int) -> Any:
+    """A shared mapping of the whole file open as ``fd`` (``fd`` may be closed after)."""
+    import mmap
+
+    return mmap.mmap(fd, os.fstat(fd).st_size)
+
+
+def _view(mapping: Any, offset: int, shape: tuple[int, ...], dtype: str) -> "torch.Tensor":
+    """A CPU tensor over bytes ``offset...`` of ``mapping`` (the mapping lives as long as the
+    tensor and its views); each view has its own storage, so its use count tells whether it was
+    kept (:meth:`Ring.renew_if_kept`)."""
+    import numpy as np
+    import torch
+
+    n = int(np.prod(shape))
+    return torch.from_numpy(np.frombuffer(mapping, dtype=getattr(np, dtype), count=n, offset=offset).reshape(shape))
+
+
+def anonymous_shm(nbytes: int) -> int:
+    """A descriptor of a new shared-memory file of ``nbytes`` bytes that has no name: nothing to
+    remove, whatever way the processes using it end (Linux ``memfd_create``; elsewhere a file in
+    ``/dev/shm`` or the temporary folder, unlinked before this returns)."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("vidpipe-ring", getattr(os, "MFD_CLOEXEC", 0))
+    else:
+        shm_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        fd, path = tempfile.mkstemp(prefix="vidpipe-ring-", dir=shm_dir)
+        os.unlink(path)
+    try:
+        os.ftruncate(fd, max(1, nbytes))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def send_fds(conn: Any, fds: list[int]) -> None:
+    """Send open descriptors over the Unix socket of ``conn`` (``SCM_RIGHTS``), after a message."""
+    s = socket.socket(fileno=conn.fileno())
+    try:
+        socket.send_fds(s, [b"F"], fds)
+    finally:
+        s.detach()
+
+
+def recv_fds(conn: Any, n: int) -> list[int]:
+    """Receive the ``n`` descriptors :func:`send_fds` sent on ``conn``'s socket."""
+    s = socket.socket(fileno=conn.fileno())
+    try:
+        _, fds, _, _ = socket.recv_fds(s, 1, n)
+    finally:
+        s.detach()
+    if len(fds) != n:
+        for fd in fds:
+            os.close(fd)
+        raise OSError(f"expected {n} shared-memory descriptors from the parent, got {len(fds)}")
+    return list(fds)
+
+
+class Ring:
+    """``slots`` batch buffers ``(B, *row)`` shared with every child; batch ``b`` lives in slot
+    ``b % slots``. On the CPU the slots lie in one anonymous shared-memory file (one descriptor
+    per process, whatever the slot count); a slot renewed later gets a file of its own."""
+
+    def __init__(self, pool: "DecoderProcessPool", ident: int, shape: tuple[int, ...], dtype: "torch.dtype",
+                 slots: int, device: "torch.device") -> None:  # fmt: skip
+        self.pool = pool
+        self.id = ident
+        self.shape = shape
+        self.dtype = dtype
+        self.device = device
+        self.tensors, offsets, fd = self._alloc(slots)
+        try:
+            self._base = [_use_count(t) for t in self.tensors]  # the ring's own references to each slot
+            handles = [share_slot(t, o) for t, o in zip(self.tensors, offsets)]
+            pool.broadcast(("ring", ident, handles), () if fd is None else (fd,))
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def _alloc(self, n: int) -> tuple[list["torch.Tensor"], list[int], int | None]:
+        """``n`` new slots: CUDA memory, or CPU tensors in one new anonymous shared-memory file
+        (with their byte offsets and the file's descriptor, for the children; the caller closes
+        it)."""
+        import torch
+
+        if self.device.type == "cuda":
+            return [torch.empty(self.shape, dtype=self.dtype, device=self.device) for _ in range(n)], [0] * n, None
+        size = self.dtype.itemsize
+        for s in self.shape:
+            size *= s
+        step = -(-max(1, size) // 4096) * 4096  # page-aligned slots
+        fd = anonymous_shm(step * n)
+        try:
+            mapping = _map(fd)
+            dtype = str(self.dtype).removeprefix("torch.")
+            offsets = [k * step for k in range(n)]
+            return [_view(mapping, o, self.shape, dtype) for o in offsets], offsets, fd
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @property
+    def slots(self) -> int:
+        return len(self.tensors)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.tensors)
+
+    def renew_if_kept(self, i: int) -> None:
+        """Give slot ``i`` a new buffer when something outside the ring still references the old
+        one (the caller kept a batch, or a view of it): the kept one leaves the ring, as a pool
+        buffer would. Undecidable without PyTorch's storage use count: then nothing is renewed."""
+        n, base = _use_count(self.tensors[i]), self._base[i]
+        if n is None or base is None or n <= base:
+            return
+        (t,), _, fd = self._alloc(1)
+        self.tensors[i] = t  # the caller's tensor keeps its own mapping of the old buffer
+        self._base[i] = _use_count(t)
+        try:
+            self.pool.broadcast(("slot", self.id, i, share_slot(t)), () if fd is None else (fd,))
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def release(self) -> None:
+        self.pool.broadcast(("drop", self.id))
+        self.tensors = []
