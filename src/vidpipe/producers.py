@@ -191,7 +191,7 @@ def _image_chunks(
         dtype=detector.dtype,
         stream_id=state.stream_id,
     )
-    state.decoder = loader.decoder
+    state.decoder, state.decoder_reason = loader.decoder_name, loader.decoder
     state.expected_frames = loader.total
     try:
         yield from _drive(
@@ -201,7 +201,6 @@ def _image_chunks(
         if failure is not None:  # every file skipped: the source failed (a clear error, exit 2)
             raise failure
     finally:
-        state.decoder = loader.decoder
         state.extra["skipped"] = [s.to_dict() for s in loader.skipped]
         state.extra["loader"] = dataclasses.asdict(loader.stats)
         if loader.skipped:

@@ -53,3 +53,15 @@ def test_folder_of_unreadable_images_fails_but_bad_files_among_good_are_skipped(
     summary = run.summary()
     assert summary.sources[0].status == "ok"
     assert [Path(s["path"]).name for s in summary.skipped] == ["a.jpg"]
+
+
+def test_image_source_names_its_decoder_like_video_sources(tmp_path):
+    """The summary's decode backends are names (``cpu``, ``pyav``, ``nvdec``, ``nvjpeg-hw``), the
+    how in each source's reason: not ``decode=cpu (2 threads, CPU),pyav``."""
+    write(tmp_path / "a.jpg", encode(pattern(96, 128, seed=3)))
+    run = vidpipe.detect(str(tmp_path / "a.jpg"), device="cpu")
+    assert len(list(run)) == 1
+    summary = run.summary()
+    assert summary.backends["decode"] == "cpu"
+    assert summary.sources[0].decoder == "cpu"
+    assert "CPU threads" in summary.sources[0].decoder_reason

@@ -121,8 +121,8 @@ def resolve_decoder(cfg: ImageConfig) -> tuple[GpuJpegDecoder | None, str]:
     from vidpipe.images.decode_gpu import GPU_DECODERS, make_gpu_decoder
 
     if cfg.device.type != "cuda" or cfg.decoder == "cpu":
-        where = "CPU" if cfg.device.type == "cpu" else f"CPU, uploaded to {cfg.device}"
-        return None, f"cpu ({cfg.num_threads} threads, {where})"
+        where = "" if cfg.device.type == "cpu" else f", uploaded to {cfg.device}"
+        return None, f"torchvision/PIL on {cfg.num_threads} CPU threads{where}"
     names = GPU_DECODERS if cfg.decoder == "auto" else (cfg.decoder,)
     reasons = []
     for name in names:
@@ -134,6 +134,6 @@ def resolve_decoder(cfg: ImageConfig) -> tuple[GpuJpegDecoder | None, str]:
             logger.info("images: GPU decoder %s unavailable: %s", name, exc)
             reasons.append(f"{name}: {exc}")
             continue
-        return dec, f"{name} on {cfg.device} (other formats on {cfg.num_threads} CPU threads)"
+        return dec, f"JPEG on {cfg.device}, other formats on {cfg.num_threads} CPU threads"
     logger.warning("images: %s; decoding JPEGs on %d CPU threads instead", "; ".join(reasons), cfg.num_threads)
-    return None, f"cpu ({cfg.num_threads} threads; no GPU decoder)"
+    return None, f"torchvision/PIL on {cfg.num_threads} CPU threads (no GPU JPEG decoder works here)"

@@ -131,6 +131,12 @@ class ImageLoader:
             return self._batches()
         return self._threaded()
 
+    @property
+    def decoder_name(self) -> str:
+        """The JPEG decoder's short name (``"nvjpeg-hw"``, ``"nvjpeg"``, ``"cpu"``); :attr:`decoder`
+        describes the choice in words."""
+        return self._gpu.name if self._gpu is not None else "cpu"
+
     def __repr__(self) -> str:
         return f"ImageLoader(files={self.total}, batch_size={self.batch_size}, decoder={self.decoder!r})"
 
