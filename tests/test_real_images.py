@@ -63,7 +63,7 @@ def _detect(detector: Detector, name: str):
     inp = ModelInput(
         x,
         (meta,),
-        torch.tensor([geo.scale], device=dev),
+        torch.tensor([[geo.sx, geo.sy]], device=dev),
         torch.tensor([[float(geo.pad_x), float(geo.pad_y)]], device=dev),
     )
     dets = detector(inp)

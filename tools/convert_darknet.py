@@ -48,7 +48,7 @@ def detect(model, image, conf: float):
     inp = ModelInput(
         tensor=x,
         frames=(meta,),
-        scale=torch.tensor([geo.scale]),
+        scale=torch.tensor([[geo.sx, geo.sy]]),
         pad=torch.tensor([[float(geo.pad_x), float(geo.pad_y)]]),
     )
     with torch.inference_mode():

@@ -180,10 +180,12 @@ class ModelInput:
     Attributes:
         tensor: ``(B, 3, H, W)`` float16 or float32 RGB in [0, 1], letterboxed.
         frames: the source frames, one per batch row.
-        scale: ``(B,)`` float32, model pixels per source pixel, same device as ``tensor``.
+        scale: ``(B, 2)`` float32 ``(sx, sy)``, model pixels per source pixel along x and y, same
+            device as ``tensor``. Per axis because the letterbox truncates the short side (a
+            640x272 frame becomes 416x176: ``sx = 0.65``, ``sy = 176 / 272 = 0.6471``).
         pad: ``(B, 2)`` float32, left and top padding in model pixels, same device as ``tensor``.
 
-    A source point ``(x, y)`` lands at ``(x * scale + pad_x, y * scale + pad_y)``.
+    A source point ``(x, y)`` lands at ``(x * sx + pad_x, y * sy + pad_y)``.
     """
 
     tensor: "torch.Tensor"
@@ -202,9 +204,9 @@ class ModelInput:
         b = t.shape[0]
         if len(self.frames) != b:
             raise ValueError(f"ModelInput has {b} rows but {len(self.frames)} FrameMeta")
-        if self.scale.shape != (b,) or self.pad.shape != (b, 2):
+        if self.scale.shape != (b, 2) or self.pad.shape != (b, 2):
             raise ValueError(
-                f"ModelInput.scale must be ({b},) and pad ({b}, 2), got {tuple(self.scale.shape)} "
+                f"ModelInput.scale and pad must be ({b}, 2), got {tuple(self.scale.shape)} "
                 f"and {tuple(self.pad.shape)}"
             )
         if self.scale.device != t.device or self.pad.device != t.device:

@@ -33,10 +33,10 @@ def test_to_model_input_frames(tmp_path):
     folder = jpeg_folder(tmp_path)
     (batch,) = list(vi.load(folder, device="cpu", batch_size=8, size=64, stream_id=3))
     mi = batch.to_model_input()
-    assert isinstance(mi, ModelInput) and mi.tensor is batch.data and mi.scale.shape == (5,)
+    assert isinstance(mi, ModelInput) and mi.tensor is batch.data and mi.scale.shape == (5, 2)
     f = mi.frames[2]
     assert (f.source, f.stream_id, f.index, f.pts, f.height, f.width) == (batch.paths[2], 3, 2, None, 30, 90)
-    assert mi.scale[2].item() == pytest.approx(64 / 90) and mi.pad[2].tolist() == pytest.approx([0.0, 21.0])
+    assert mi.scale[2].tolist() == pytest.approx([64 / 90, 21 / 30]) and mi.pad[2].tolist() == pytest.approx([0.0, 21.0])
     with pytest.raises(ConfigError, match="letterbox"):
         next(iter(vi.load(folder, device="cpu", mode="resize"))).to_model_input()
 

@@ -61,7 +61,7 @@ def _input(name: str, size: tuple[int, int], device: str, dtype: torch.dtype) ->
     img = decode_image(read_file(str(IMAGES / name)), mode=ImageReadMode.RGB).to(device)
     x, geo = letterbox(img[None], size, dtype=dtype)
     meta = FrameMeta(source=name, stream_id=0, index=0, pts=None, height=geo.src_h, width=geo.src_w)
-    scale = torch.tensor([geo.scale], device=device)
+    scale = torch.tensor([[geo.sx, geo.sy]], device=device)
     pad = torch.tensor([[float(geo.pad_x), float(geo.pad_y)]], device=device)
     return ModelInput(x, (meta,), scale, pad)
 

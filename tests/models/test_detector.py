@@ -83,7 +83,7 @@ def _inputs(names: list[str], size: tuple[int, int]) -> ModelInput:
         x, geo = letterbox(img[None], size)
         tensors.append(x)
         metas.append(FrameMeta(source=name, stream_id=0, index=i, pts=None, height=geo.src_h, width=geo.src_w))
-        scales.append(geo.scale)
+        scales.append((geo.sx, geo.sy))
         pads.append((float(geo.pad_x), float(geo.pad_y)))
     return ModelInput(torch.cat(tensors), tuple(metas), torch.tensor(scales), torch.tensor(pads))
 
@@ -145,3 +145,8 @@ def test_multi_label_follows_the_model_unless_set():
     assert Detector(model, config=DetectorConfig(multi_label=False)).multi_label is False
     with pytest.raises(ConfigError, match="multi_label"):
         DetectorConfig(multi_label="yes")
+
+
+def test_warmup_runs_a_whole_batch(model):
+    """The pipeline's CUDA warm-up builds its own ModelInput (scale ``(B, 2)``); the CPU runs the same code."""
+    assert Detector(model).warmup(2) > 0.0

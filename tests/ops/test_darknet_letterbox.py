@@ -82,12 +82,14 @@ def test_geometry_is_darknets(hw, size):
     g = letterbox_geometry(*hw, *size)
     assert (g.new_w, g.new_h, g.pad_x, g.pad_y) == darknet_geometry(*hw, *size)
     assert g.scale == pytest.approx(min(size[1] / hw[1], size[0] / hw[0]))  # the limiting side
+    assert (g.sx, g.sy) == (g.new_w / hw[1], g.new_h / hw[0])  # what the content is resized by
 
 
 def test_bikes_geometry():
     """The bundled clip: 640x272 -> 416x176 at row 120 (a rounded size would be 177 at row 119)."""
     g = letterbox_geometry(272, 640, 416, 416)
     assert (g.new_h, g.new_w, g.pad_y, g.pad_x) == (176, 416, 120, 0)
+    assert g.sx == 0.65 and g.sy == pytest.approx(0.6470588) and g.sy < g.scale
 
 
 @pytest.mark.parametrize("hw", [(272, 640), (97, 131), (480, 360), (30, 500)])

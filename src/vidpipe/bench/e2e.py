@@ -215,7 +215,7 @@ def _hand_written(ctx: _Ctx, frames: Callable[[], Any], letterbox: Callable[[Any
         b = len(batch)
         pinned[:b].copy_(torch.from_numpy(np.stack(batch)))
         x = pinned[:b].to(dev, non_blocking=True).permute(0, 3, 1, 2).to(det.dtype).div_(255.0)
-        inp = ModelInput(x, tuple(metas), torch.full((b,), scale, device=dev),
+        inp = ModelInput(x, tuple(metas), torch.tensor(scale, dtype=torch.float32, device=dev).expand(b, 2),
                          torch.tensor(pad, dtype=torch.float32, device=dev).expand(b, 2))  # fmt: skip
         d = det(inp).cpu()
         n_det += len(d)
@@ -249,7 +249,7 @@ def _hand_written(ctx: _Ctx, frames: Callable[[], Any], letterbox: Callable[[Any
 
 
 def _cpu_letterbox(size: tuple[int, int]) -> Callable[[Any], Any]:
-    """HWC uint8 RGB -> (letterboxed HWC uint8, scale, (pad_x, pad_y)): OpenCV's bilinear resize
+    """HWC uint8 RGB -> (letterboxed HWC uint8, (sx, sy), (pad_x, pad_y)): OpenCV's bilinear resize
     and a grey border, as Ultralytics' LetterBox does (PyTorch's resize without OpenCV)."""
     import numpy as np
 
@@ -273,7 +273,7 @@ def _cpu_letterbox(size: tuple[int, int]) -> Callable[[Any], Any]:
             small = small.permute(1, 2, 0).numpy()
         canvas = np.full((size[0], size[1], 3), 128, dtype=np.uint8)
         canvas[g.pad_y : g.pad_y + g.new_h, g.pad_x : g.pad_x + g.new_w] = small
-        return canvas, g.scale, (g.pad_x, g.pad_y)
+        return canvas, (g.sx, g.sy), (g.pad_x, g.pad_y)
 
     return run
 

@@ -50,8 +50,8 @@ class ImageBatch:
         paths: the file of each row.
         indices: position of each row's file in the listing (0-based; skipped files keep theirs).
         sizes: ``(height, width)`` of each source image after EXIF orientation.
-        scale: ``(B, 2)`` float32 ``(sx, sy)`` model pixels per source pixel (equal for letterbox;
-            1 for ``"none"``), on ``data``'s device.
+        scale: ``(B, 2)`` float32 ``(sx, sy)`` model pixels per source pixel (per axis: the
+            letterbox truncates the short side; 1 for ``"none"``), on ``data``'s device.
         pad: ``(B, 2)`` float32 ``(left, top)`` padding in model pixels, on ``data``'s device.
             A source point ``(x, y)`` lands at ``(x * sx + left, y * sy + top)``.
         skipped: files skipped while this batch was assembled (progress = ``len + len(skipped)``).
@@ -99,7 +99,7 @@ class ImageBatch:
 
     def to_model_input(self) -> ModelInput:
         """The batch as a :class:`~vidpipe.types.ModelInput` (needs ``mode="letterbox"`` and a
-        float dtype): ``tensor`` is ``data`` (no copy), ``scale`` ``(B,)``, ``pad`` ``(B, 2)``."""
+        float dtype): ``tensor`` is ``data`` (no copy), ``scale`` and ``pad`` ``(B, 2)``."""
         from vidpipe.errors import ConfigError
 
         if self.mode != "letterbox" or isinstance(self.data, tuple) or not self.data.dtype.is_floating_point:
@@ -107,7 +107,7 @@ class ImageBatch:
                 "ImageBatch.to_model_input() needs mode='letterbox' and dtype 'fp16' or 'fp32' "
                 f"(got mode={self.mode!r}); load the images with those options"
             )
-        return ModelInput(tensor=self.data, frames=self.frames, scale=self.scale[:, 0].contiguous(), pad=self.pad)
+        return ModelInput(tensor=self.data, frames=self.frames, scale=self.scale, pad=self.pad)
 
     def __repr__(self) -> str:
         if isinstance(self.data, tuple):

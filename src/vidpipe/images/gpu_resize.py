@@ -82,7 +82,7 @@ def _place(src: tuple[int, int], size: tuple[int, int], mode: str) -> tuple:
     (src_h, src_w), (out_h, out_w) = src, size
     if mode == "letterbox":
         g = letterbox_geometry(src_h, src_w, out_h, out_w)
-        return (g.new_h, g.new_w, g.pad_x, g.pad_y, g.scale, g.scale)
+        return (g.new_h, g.new_w, g.pad_x, g.pad_y, g.sx, g.sy)
     return (out_h, out_w, 0, 0, out_w / src_w, out_h / src_h)
 
 

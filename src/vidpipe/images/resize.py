@@ -100,7 +100,7 @@ def resize_images(
         if mode == "letterbox":
             g = letterbox_geometry(src_h, src_w, out_h, out_w)
             new_h, new_w, x0, y0 = g.new_h, g.new_w, g.pad_x, g.pad_y
-            sx = sy = g.scale
+            sx, sy = g.sx, g.sy  # per axis: the short side is truncated
         else:
             new_h, new_w, x0, y0 = out_h, out_w, 0, 0
             sx, sy = out_w / src_w, out_h / src_h

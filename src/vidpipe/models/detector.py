@@ -213,7 +213,7 @@ class Detector:
         inp = ModelInput(
             tensor=x,
             frames=(meta,) * batch_size,
-            scale=torch.ones((batch_size,), dtype=torch.float32, device=self.device),
+            scale=torch.ones((batch_size, 2), dtype=torch.float32, device=self.device),
             pad=torch.zeros((batch_size, 2), dtype=torch.float32, device=self.device),
         )
         self(inp).cpu()

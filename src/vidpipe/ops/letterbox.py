@@ -1,8 +1,10 @@
 """Letterbox geometry and a plain-PyTorch letterbox that runs on any device.
 
 The model sees a ``(H_in, W_in)`` canvas; a source frame of ``(h, w)`` is resized with its
-aspect ratio kept and centred, the rest filled with grey (0.5). Boxes map back with
-``x_src = (x_in - pad_x) / scale``.
+aspect ratio kept and centred, the rest filled with grey (0.5). Boxes map back per axis, as
+Darknet's ``correct_yolo_boxes`` does: ``x_src = (x_in - pad_x) / sx`` with ``sx = new_w / src_w``
+and ``y_src = (y_in - pad_y) / sy`` with ``sy = new_h / src_h`` (the truncated side's factor is a
+little smaller than the other's: 0.6471 vs 0.65 for 640x272 at 416).
 
 By default this is Darknet's ``letterbox_image`` (pjreddie/darknet ``src/image.c``): the long
 side fills the canvas, the short side is ``src_short * dst_long // src_long`` (truncated), the
@@ -56,6 +58,8 @@ class LetterboxGeometry:
     """Where a ``src_h x src_w`` frame lands inside a ``dst_h x dst_w`` canvas.
 
     ``new_h x new_w`` is the resized image, placed at ``(pad_x, pad_y)`` (integers, top-left).
+    ``scale`` is the limiting side's factor; :attr:`sx` and :attr:`sy` are the factors the image
+    content is actually resized by along each axis (what boxes are mapped back with).
     """
 
     src_h: int
@@ -68,6 +72,16 @@ class LetterboxGeometry:
     pad_x: int
     pad_y: int
 
+    @property
+    def sx(self) -> float:
+        """Model pixels per source pixel along x: ``new_w / src_w``."""
+        return self.new_w / self.src_w
+
+    @property
+    def sy(self) -> float:
+        """Model pixels per source pixel along y: ``new_h / src_h``."""
+        return self.new_h / self.src_h
+
 
 def letterbox_geometry(src_h: int, src_w: int, dst_h: int, dst_w: int) -> LetterboxGeometry:
     """Largest aspect-preserving fit of ``src`` into ``dst``, centred: Darknet's ``letterbox_image``.
@@ -75,8 +89,9 @@ def letterbox_geometry(src_h: int, src_w: int, dst_h: int, dst_w: int) -> Letter
     The side that limits the fit gets the whole canvas; the other is scaled in integers and
     truncated (``new_h = src_h * dst_w // src_w``), as Darknet does. ``scale`` is the limiting
     side's exact factor; along the other side the image is up to one model pixel short of
-    ``src * scale`` (so mapping boxes back with ``scale`` is off by at most ``1 / scale`` source
-    pixels at the far edge).
+    ``src * scale``, so boxes are mapped back with the per-axis :attr:`LetterboxGeometry.sx` and
+    :attr:`LetterboxGeometry.sy` (mapping with ``scale`` alone would be off by up to ``1 / scale``
+    source pixels at the far edge).
     """
     if min(src_h, src_w, dst_h, dst_w) <= 0:
         raise ValueError(f"letterbox sizes must be positive, got src {src_h}x{src_w}, dst {dst_h}x{dst_w}")

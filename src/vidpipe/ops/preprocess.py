@@ -33,7 +33,8 @@ def preprocess(
         device: where the output lives; CPU batches bound for CUDA are copied asynchronously.
 
     Returns:
-        ``ModelInput`` with ``tensor`` ``(B, 3, H, W)`` in [0, 1] and per-frame ``scale``/``pad``.
+        ``ModelInput`` with ``tensor`` ``(B, 3, H, W)`` in [0, 1], per-frame ``scale`` ``(B, 2)``
+        (``sx, sy`` of the resized image) and ``pad`` ``(B, 2)``.
     """
     import torch
 
@@ -47,15 +48,17 @@ def preprocess(
                 data = data.pin_memory()
             data = data.to(device, non_blocking=True)
         tensor, geo = letterbox(data, size, dtype=dtype)
-        scale_value, pad_xy = geo.scale, (geo.pad_x, geo.pad_y)
     else:
         from vidpipe.ops.fused import yuv_letterbox
 
         if batch.device != device:
             raise ValueError(f"{batch.format} frames on {batch.device} cannot feed a model on {device}")
         tensor, geo = yuv_letterbox(batch, size, dtype=dtype)
-        scale_value, pad_xy = geo.scale, (geo.pad_x, geo.pad_y)
-    scale, pad = _geometry_tensors(len(batch), float(scale_value), (float(pad_xy[0]), float(pad_xy[1])), device)
+    # Per axis, from the real resized size (Darknet truncates the short side: 640x272 -> 416x176
+    # is 0.65 along x but 0.6471 along y), as Darknet's correct_yolo_boxes maps boxes back.
+    scale, pad = _geometry_tensors(
+        len(batch), (float(geo.sx), float(geo.sy)), (float(geo.pad_x), float(geo.pad_y)), device
+    )
     return ModelInput(tensor=tensor, frames=batch.frames, scale=scale, pad=pad)
 
 
@@ -64,9 +67,9 @@ _geometry_lock = threading.Lock()
 
 
 def _geometry_tensors(
-    b: int, scale: float, pad: tuple[float, float], device: "torch.device"
+    b: int, scale: tuple[float, float], pad: tuple[float, float], device: "torch.device"
 ) -> "tuple[torch.Tensor, torch.Tensor]":
-    """``(scale (B,), pad (B, 2))`` float32 on ``device``, shared by every batch of one geometry
+    """``(scale (B, 2) (sx, sy), pad (B, 2))`` float32 on ``device``, shared by every batch of one geometry
     (read-only: nothing downstream writes to them). Made once, so a batch costs no host-to-device
     copy (``torch.tensor(..., device=cuda)`` synchronizes the stream) and no kernel launch."""
     import torch
@@ -74,9 +77,9 @@ def _geometry_tensors(
     key = (b, scale, pad, str(device))
     got = _geometry_cache.get(key)
     if got is None:
-        host = torch.tensor([[scale, pad[0], pad[1]]], dtype=torch.float32).expand(b, 3)
+        host = torch.tensor([[scale[0], scale[1], pad[0], pad[1]]], dtype=torch.float32).expand(b, 4)
         both = host.to(device)  # once per geometry
-        got = (both[:, 0], both[:, 1:])
+        got = (both[:, :2], both[:, 2:])
         with _geometry_lock:
             if len(_geometry_cache) > 64:
                 _geometry_cache.clear()

@@ -23,7 +23,8 @@ def frame_sizes(frames: "tuple[FrameMeta, ...]", device: "torch.device") -> "tor
 def to_source(dets: Detections, inp: ModelInput) -> Detections:
     """Detections with boxes mapped from ``inp``'s model pixels to each frame's source pixels.
 
-    ``x_src = (x_model - pad_x[frame]) / scale[frame]`` (same for y), then clipped to
+    ``x_src = (x_model - pad_x[frame]) / sx[frame]`` and ``y_src = (y_model - pad_y[frame]) /
+    sy[frame]`` (per axis, as Darknet's ``correct_yolo_boxes``), then clipped to
     ``[0, width] x [0, height]`` of that frame. Runs on the detections' device, vectorised;
     scores, classes, frames and track ids are passed through.
     """
@@ -32,7 +33,7 @@ def to_source(dets: Detections, inp: ModelInput) -> Detections:
     if len(dets) == 0:
         return dets
     frame = dets.frame
-    scale = inp.scale.to(dets.device, torch.float32)[frame].unsqueeze(-1)  # (N, 1)
+    scale = inp.scale.to(dets.device, torch.float32)[frame].repeat(1, 2)  # (N, 4) sx, sy, sx, sy
     pad = inp.pad.to(dets.device, torch.float32)[frame].repeat(1, 2)  # (N, 4)
     boxes = (dets.boxes.float() - pad) / scale
     limit = frame_sizes(inp.frames, dets.device)[frame].repeat(1, 2)  # (N, 4) w, h, w, h
