@@ -75,3 +75,25 @@ def test_cli_detect_imports_no_dynamo(tmp_path: Path) -> None:
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert imported & set(HEAVY) == set(), sorted(imported & set(HEAVY))
     assert (tmp_path / "out.csv").stat().st_size > 0
+
+
+@pytest.mark.filterwarnings("ignore:The image decoding and encoding capabilities:DeprecationWarning")
+def test_tvops_match_torchvision_wrappers() -> None:
+    """The operators called without the package give what torchvision's own wrappers give."""
+    import torch
+    import torchvision
+    from torchvision.io import ImageReadMode
+    from torchvision.io import decode_jpeg as tv_decode_jpeg
+
+    from vidpipe import _tvops
+
+    g = torch.Generator().manual_seed(0)
+    xy = torch.rand((500, 2), generator=g, dtype=torch.float64) * 600
+    boxes = torch.cat([xy, xy + 5 + torch.rand((500, 2), generator=g, dtype=torch.float64) * 80], dim=1)
+    scores = torch.rand((500,), generator=g, dtype=torch.float64)
+    kept = _tvops.nms(boxes, scores, 0.45)
+    assert 0 < kept.numel() < 500
+    assert torch.equal(kept, torchvision.ops.nms(boxes, scores, 0.45))
+    data = torch.frombuffer(bytearray(IMAGE.read_bytes()), dtype=torch.uint8)
+    assert torch.equal(_tvops.decode_jpeg(data), tv_decode_jpeg(data, mode=ImageReadMode.RGB))
+    assert _tvops.package_dir() == str(Path(torchvision.__file__).parent)
