@@ -88,7 +88,8 @@ def decode_cpu(
 
 def _decode_jpeg(data: bytearray | bytes | memoryview, info: JpegInfo, target: tuple[int, int] | None) -> torch.Tensor:
     import torch
-    from torchvision.io import ImageReadMode, decode_jpeg
+
+    from vidpipe._tvops import decode_jpeg
 
     if target is not None and info.width * info.height > DRAFT_MIN_PIXELS:
         img = _decode_jpeg_draft(data, info, target)
@@ -97,7 +98,7 @@ def _decode_jpeg(data: bytearray | bytes | memoryview, info: JpegInfo, target: t
     writable = isinstance(data, bytearray) or (isinstance(data, memoryview) and not data.readonly)
     buf = data if writable else bytearray(data)
     try:
-        img = decode_jpeg(torch.frombuffer(buf, dtype=torch.uint8), mode=ImageReadMode.RGB)
+        img = decode_jpeg(torch.frombuffer(buf, dtype=torch.uint8))
     except RuntimeError as exc:
         # libjpeg-turbo via torchvision refused it; PIL (its own libjpeg build) sometimes copes.
         logger.debug("torchvision could not decode a JPEG (%s); trying PIL", exc)

@@ -49,9 +49,9 @@ class NvjpegDecoder:
         self.device = device
 
     def _call(self, encoded):
-        from torchvision.io import ImageReadMode, decode_jpeg
+        from vidpipe._tvops import decode_jpegs_cuda
 
-        return decode_jpeg(encoded, mode=ImageReadMode.RGB, device=self.device)
+        return decode_jpegs_cuda(encoded, self.device)
 
     def decode(self, encoded: list[torch.Tensor], infos: list | None = None) -> list[torch.Tensor | Exception]:
         try:

@@ -66,8 +66,10 @@ class _Image(ctypes.Structure):
 def find_libnvjpeg() -> str | None:
     """Path of the libnvjpeg to use: the one already loaded in this process (torchvision's),
     else torchvision's bundled copy, else the system's; ``None`` when there is none."""
+    from vidpipe._tvops import load, package_dir
+
     try:
-        import torchvision.io.image  # noqa: F401 - loads torchvision's image extension and its libnvjpeg
+        load("image")  # torchvision's image extension, and with it its libnvjpeg (no package import)
     except Exception:  # noqa: BLE001 - torchvision is optional here; other places may have it
         pass
     try:
@@ -78,15 +80,12 @@ def find_libnvjpeg() -> str | None:
                     return path
     except OSError:
         pass
-    try:
-        import torchvision
-
-        libs = os.path.join(os.path.dirname(os.path.dirname(torchvision.__file__)), "torchvision.libs")
+    folder = package_dir()
+    if folder is not None:
+        libs = os.path.join(os.path.dirname(folder), "torchvision.libs")
         found = sorted(glob.glob(os.path.join(libs, "libnvjpeg*.so*")))
         if found:
             return found[0]
-    except Exception:  # noqa: BLE001
-        pass
     import ctypes.util
 
     return ctypes.util.find_library("nvjpeg")

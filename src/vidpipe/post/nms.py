@@ -6,7 +6,8 @@ above ``conf``, as Darknet's ``do_nms_sort`` and ``draw_detections`` do, so a bo
 bicycle and 0.3 as motorbike suppresses lower motorbike boxes and is reported under both). NMS is
 per frame and class in both, greedy by decreasing score, dropping IoU > ``iou``.
 
-Candidates of every frame and class go through a single ``torchvision.ops.nms`` call: each box is
+Candidates of every frame and class go through a single ``torchvision.ops.nms`` call (its compiled
+operator, loaded by :mod:`vidpipe._tvops` without importing the torchvision package): each box is
 shifted by ``(frame * num_classes + class) * span`` so boxes of different frames or classes can
 never overlap. That is ``torchvision.ops.batched_nms``'s "coordinate trick", done here in float64
 because ``batched_nms`` (a) switches to a Python loop over every (frame, class) group above 1,000
@@ -41,7 +42,8 @@ def grouped_nms(boxes: "torch.Tensor", scores: "torch.Tensor", groups: "torch.Te
         ``(K,)`` int64 on the boxes' device.
     """
     import torch
-    from torchvision.ops import nms as tv_nms
+
+    from vidpipe._tvops import nms as tv_nms
 
     if boxes.shape[0] == 0:
         return torch.zeros((0,), dtype=torch.int64, device=boxes.device)
