@@ -89,6 +89,6 @@ def test_gpu_decoders_are_built_once_per_device_and_reused():
     b = vi.load(paths, device="cuda", decoder="nvjpeg")
     assert a._gpu is b._gpu and a.cfg.num_threads <= GPU_ROUTE_THREADS
     auto = vi.load(paths, device="cuda")
-    assert auto.decoder.split()[0] in ("nvjpeg-hw", "nvjpeg")  # the engines first, where the GPU has them
+    assert auto.decoder_name in ("nvjpeg-hw", "nvjpeg")  # the engines first, where the GPU has them
     (batch,) = list(auto)
     assert len(batch) == 2 and auto.stats.decoded_gpu == 2
