@@ -91,28 +91,18 @@ class FrameToRGB:
             from av.video.reformatter import VideoReformatter
 
             rf = self._local.reformatter = VideoReformatter()  # reused (PyAV 18 makes one per frame)
+        colour = {
+            "src_colorspace": _SWS_MATRIX[matrix],
+            "dst_colorspace": _SWS_MATRIX[matrix],
+            "src_color_range": _SWS_RANGE[rng],
+            "dst_color_range": _SWS_RANGE["full"],
+            "threads": threads,
+        }
         if frame.format.name in _ODD_420 and (frame.width % 2 or frame.height % 2):
-            packed = rf.reformat(
-                frame,
-                format="rgb24",
-                src_colorspace=_SWS_MATRIX[matrix],
-                dst_colorspace=_SWS_MATRIX[matrix],
-                src_color_range=_SWS_RANGE[rng],
-                dst_color_range=_SWS_RANGE["full"],
-                interpolation="BICUBIC",
-                threads=threads,
-            )
+            packed = rf.reformat(frame, format="rgb24", interpolation="BICUBIC", **colour)
             out[...] = packed.to_ndarray().transpose(2, 0, 1)
             return
-        planar = rf.reformat(
-            frame,
-            format="gbrp",
-            src_colorspace=_SWS_MATRIX[matrix],
-            dst_colorspace=_SWS_MATRIX[matrix],
-            src_color_range=_SWS_RANGE[rng],
-            dst_color_range=_SWS_RANGE["full"],
-            threads=threads,
-        )
+        planar = rf.reformat(frame, format="gbrp", **colour)
         h, w = frame.height, frame.width
         for plane, channel in zip(planar.planes, _GBRP_TO_RGB):
             rows = np.frombuffer(plane, dtype=np.uint8).reshape(plane.height, plane.line_size)

@@ -65,15 +65,24 @@ def _matrix(raw: bytes | None) -> list[float] | None:
     return [v / 65536.0 for v in struct.unpack("<9i", bytes(raw[:36]))]
 
 
-def matrix_rotation(raw: bytes) -> tuple[float, bool] | None:
-    """``(angle counter-clockwise in degrees, mirrored)`` of an FFmpeg display matrix (nine
-    little-endian int32, 16.16 fixed point; ``av_display_rotation_get``), ``None`` if degenerate."""
+def _scaled_matrix(raw: bytes) -> tuple[Any, float, float] | None:
+    """The display matrix's elements and its two column scales, ``None`` if degenerate."""
     m = _matrix(raw)
     if m is None:
         return None
     s0, s1 = math.hypot(m[0], m[3]), math.hypot(m[1], m[4])
     if s0 == 0 or s1 == 0:
         return None
+    return m, s0, s1
+
+
+def matrix_rotation(raw: bytes) -> tuple[float, bool] | None:
+    """``(angle counter-clockwise in degrees, mirrored)`` of an FFmpeg display matrix (nine
+    little-endian int32, 16.16 fixed point; ``av_display_rotation_get``), ``None`` if degenerate."""
+    scaled = _scaled_matrix(raw)
+    if scaled is None:
+        return None
+    m, s0, s1 = scaled
     angle = -math.degrees(math.atan2(m[1] / s1, m[0] / s0))
     mirrored = m[0] * m[4] - m[1] * m[3] < 0
     return angle, mirrored
@@ -87,12 +96,10 @@ def matrix_orientation(raw: bytes) -> Orientation | None:
     screen (``a, b, c, d``: elements 0, 1, 3, 4). Which of the eight turn-and-flip operations
     does that is found by applying both to a small asymmetric grid.
     """
-    m = _matrix(raw)
-    if m is None:
+    scaled = _scaled_matrix(raw)
+    if scaled is None:
         return None
-    s0, s1 = math.hypot(m[0], m[3]), math.hypot(m[1], m[4])
-    if s0 == 0 or s1 == 0:
-        return None
+    m, s0, s1 = scaled
     exact = (m[0] / s0, m[1] / s1, m[3] / s0, m[4] / s1)
     q = tuple(round(v) for v in exact)
     if any(abs(v - r) > 0.02 for v, r in zip(exact, q)):
