@@ -219,11 +219,11 @@ class FrameReader:
         (as the ffmpeg command does), a demux error ends the stream."""
         import av
 
+        from vidpipe.decode.probe import read_packets
+
         stream = self._stream
         try:
-            for packet in self._container.demux(stream):
-                if packet.size == 0:
-                    continue
+            for packet in read_packets(self._container, stream):  # not demux(): see read_packets
                 try:
                     frames = stream.decode(packet)
                 except av.error.FFmpegError as exc:

@@ -26,6 +26,7 @@ import av
 import numpy as np
 import pytest
 
+import vidpipe
 from ffmpeg_cli import count_frames
 from vidpipe.decode.demux import Demuxer
 from vidpipe.decode.parallel import PyAVParallelDecoder
@@ -93,6 +94,8 @@ def test_stream_appearing_mid_ts_decodes_every_frame(make_clip, tmp_path):
         assert len(dmx.keyframes()) == clip.frames // STRAY["gop"]
     par = PyAVParallelDecoder(bad, workers=2, threads=1, segment_frames=40)  # the segment machinery
     assert sum(len(b) for b in par.batches(16)) == clip.frames and par.error is None
+    with vidpipe.open_video(bad, device="cpu") as video:  # frame access reads to the end too
+        assert video[-1].shape[0] == 3 and len(video) == clip.frames
 
 
 def _garbage(data: bytes, seed: int) -> bytes:
