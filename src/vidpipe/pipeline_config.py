@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from vidpipe._validate import check_choice, check_range
 from vidpipe.decode.base import DECODER_NAMES, DecodeOptions
+from vidpipe.sources.options import LiveOptions
 
 if TYPE_CHECKING:
     from vidpipe.sources.spec import SourceSpec
@@ -41,6 +42,7 @@ class PipelineConfig:
             YOLOv3-tiny at batch 32: 3,050 -> 3,730 frames/s end to end). ``"none"``: eager.
         decoder_processes: NVDEC sessions in this many decoder processes (``0``: threads here;
             ``None``: automatic, see :class:`~vidpipe.decode.nvdec.NvdecDecoder`).
+        live: how live inputs are read (:class:`~vidpipe.sources.options.LiveOptions`).
     """
 
     decoder: str = "auto"
@@ -56,6 +58,7 @@ class PipelineConfig:
     letterbox: str = "square"
     accel: str = "auto"
     decoder_processes: int | None = None
+    live: LiveOptions = field(default_factory=LiveOptions)
 
     def __post_init__(self) -> None:
         from vidpipe.decode.registry import registered_backends
@@ -97,6 +100,14 @@ class SourceState:
     finished: bool = False  # the consumer saw the worker's end marker
     stopped: bool = False  # the worker stopped before the end of its input (run stopping)
     extra: dict = field(default_factory=dict)
+    # live sources (None / 0 for files and images)
+    live_state: str | None = None  # connecting | live | stalled | reconnecting | failed | stopped
+    frames_in: int = 0  # frames decoded from the stream (before latest-wins drops)
+    drops: int = 0  # decoded frames dropped because the model was behind (latest wins)
+    reconnects: int = 0  # connections made after the first
+    stalls: int = 0  # times the watchdog found no decoded frame for stall_timeout seconds
+    decode_errors: int = 0  # packets or frames the decoder rejected (the stream went on)
+    last_frame_at: float | None = None  # time.monotonic() of the last decoded frame
 
     @property
     def drained(self) -> bool:

@@ -94,6 +94,12 @@ class FrameMeta:
             stride keep their original numbers (index 0, 5, 10, ... for ``frame_skip=5``).
         pts: presentation time in seconds, or ``None`` when the container has none.
         height, width: the decoded frame size in pixels (the coordinate system of the boxes).
+        captured_at: live streams: UTC wall clock (seconds since the Unix epoch) when the frame's
+            data was received; ``None`` for files and images.
+        captured_mono: the same instant on ``time.monotonic()`` (for capture-to-result latency
+            within this process); ``None`` for files and images.
+        camera_time: the camera's own clock for this frame (UTC seconds since the epoch, from
+            RTCP sender reports) where the stream carries it; else ``None``.
     """
 
     source: str
@@ -102,6 +108,9 @@ class FrameMeta:
     pts: float | None
     height: int
     width: int
+    captured_at: float | None = None
+    captured_mono: float | None = None
+    camera_time: float | None = None
 
 
 @dataclass(frozen=True, repr=False)

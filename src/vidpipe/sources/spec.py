@@ -28,6 +28,7 @@ from typing import Literal
 from vidpipe._validate import check_choice
 from vidpipe.errors import SourceError
 from vidpipe.images.formats import EXTENSIONS as _IMAGE_EXTENSIONS
+from vidpipe.sources.redact import redact_url
 
 __all__ = ["SourceSpec", "SourceKind", "classify_inputs", "IMAGE_EXTENSIONS", "VIDEO_EXTENSIONS", "LIVE_SCHEMES"]
 
@@ -68,6 +69,15 @@ class SourceSpec:
         check_choice("SourceSpec.kind", self.kind, ("file", "live", "images"))
         if not isinstance(self.location, str) or not self.location:
             raise SourceError(f"SourceSpec.location must be a non-empty string, got {self.location!r}")
+
+    @property
+    def name(self) -> str:
+        """The location as shown in logs, errors, tables, metadata and metrics: a URL's user and
+        password replaced by ``***`` (:func:`vidpipe.sources.redact.redact_url`)."""
+        return redact_url(self.location)
+
+    def __repr__(self) -> str:
+        return f"SourceSpec(kind={self.kind!r}, location={self.name!r})"
 
 
 def _ext(path: str) -> str:

@@ -1,0 +1,57 @@
+"""The :class:`Source` protocol: one input of a run (a video file, an image folder, a live stream).
+
+A source runs in its own worker thread of :class:`vidpipe.pipeline.DetectionRun`. It opens its
+input once, decodes and preprocesses frames on the worker's CUDA stream, and yields
+``(ModelInput, ready_event)`` chunks; the pipeline puts them on the source's own bounded queue
+(a file waits when it is full: every frame is kept; a live source's queue drops its oldest chunk:
+latest wins, every drop counted in ``state.drops``).
+
+A source updates its :class:`~vidpipe.pipeline_config.SourceState` as it goes (decoder name,
+expected frames, live state and counters) and returns when its input ends or ``ctx.stop`` is set
+(then it sets ``state.stopped``). It raises :class:`~vidpipe.errors.VidpipeError` subclasses for
+inputs that cannot be read; the pipeline records them without stopping other sources.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from vidpipe.models.detector import Detector
+    from vidpipe.pipeline_config import PipelineConfig, SourceState
+    from vidpipe.sources.spec import SourceSpec
+    from vidpipe.stats import PipelineStats
+    from vidpipe.types import ModelInput
+
+__all__ = ["Source", "SourceContext", "Chunk"]
+
+#: What a source yields: a preprocessed model input of one or more frames, and the CUDA event
+#: recorded after its preprocessing on the worker's stream (``None`` on the CPU).
+Chunk = tuple["ModelInput", Any]
+
+
+@dataclass(frozen=True)
+class SourceContext:
+    """What a source needs from the run: the detector (device, dtype, input size), the run's
+    config, its stop flag and its statistics."""
+
+    detector: "Detector"
+    config: "PipelineConfig"
+    stop: threading.Event
+    stats: "PipelineStats"
+
+
+@runtime_checkable
+class Source(Protocol):
+    """One input of a run. ``live`` sources never end on their own, never hold one of the
+    ``max_open_sources`` slots of finite inputs, and are read latest-wins."""
+
+    spec: "SourceSpec"
+
+    @property
+    def live(self) -> bool: ...
+
+    def produce(self, state: "SourceState", ctx: SourceContext) -> Iterator[Chunk]: ...
