@@ -1,4 +1,4 @@
-"""``vidpipe bench decode|e2e|images``: vidpipe and its peers, measured in one run on one input.
+"""``vidpipe bench decode|e2e|images|streams``: vidpipe and its peers, measured in one run on one input.
 
 Each prints a markdown table and writes ``<out>/bench_<kind>.{md,json,png}``.
 """
@@ -61,6 +61,28 @@ def add_parser(sub, common) -> None:
     i.add_argument("--cache-dir", metavar="DIR", default=None, help=CACHE_HELP)
     i.set_defaults(func=run_images)
 
+    s = kinds.add_parser("streams", parents=[common],
+                         help="live cameras: N paced 1080p30 RTMP streams from a real server, latency and drops")
+    s.add_argument("--streams", default="8,16,32,64", metavar="N[,N...]",
+                   help="stream counts to measure, ascending (default: %(default)s)")
+    s.add_argument("--seconds", type=float, default=20.0, help="measured seconds per count (default: %(default)s)")
+    s.add_argument("--warmup", type=float, default=8.0, help="seconds before measuring (default: %(default)s)")
+    s.add_argument("--input", default=None, metavar="CLIP",
+                   help="clip to publish (default: the bundled street clip scaled to --size at 30 fps)")
+    s.add_argument("--size", default="1920x1080", help="size of the default clip (default: %(default)s)")
+    s.add_argument("--device", default="auto")
+    s.add_argument("--model", default="yolov3-tiny")
+    s.add_argument("--batch-size", type=_positive_int, default=None,
+                   help="frames per model call (default: the stream count, at most 64)")
+    s.add_argument("--batch-timeout", type=float, default=None, metavar="S",
+                   help="seconds a partial batch waits (default: one frame interval)")
+    s.add_argument("--nginx-root", default=None, metavar="DIR",
+                   help="nginx + libnginx-mod-rtmp unpacked with dpkg -x (default: the system's)")
+    s.add_argument("--per-process", type=_positive_int, default=8, help="streams per publisher process")
+    s.add_argument("--out", default="bench-out", help="folder for the report (default: %(default)s)")
+    s.add_argument("--cache-dir", metavar="DIR", default=None, help=CACHE_HELP)
+    s.set_defaults(func=run_streams)
+
 
 def _show(result, args: argparse.Namespace, name: str) -> int:
     paths = result.write(Path(args.out), name)
@@ -112,3 +134,40 @@ def run_images(args: argparse.Namespace) -> int:
         work_dir=args.cache_dir,
     )
     return _show(result, args, "bench_images")
+
+
+def _stream_counts(text: str) -> list[int]:
+    try:
+        counts = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise SystemExit(f"vidpipe bench streams: error: invalid --streams {text!r}; expected e.g. 8,16,32,64")
+    return counts
+
+
+def _size(text: str) -> tuple[int, int]:
+    w, _, h = text.lower().partition("x")
+    if not (w.isdigit() and h.isdigit()) or int(w) < 16 or int(h) < 16 or int(w) % 2 or int(h) % 2:
+        raise SystemExit(f"vidpipe bench streams: error: invalid --size {text!r}; expected WIDTHxHEIGHT, even, e.g. 1920x1080")
+    return int(w), int(h)
+
+
+def run_streams(args: argparse.Namespace) -> int:
+    from vidpipe.bench.streams import run_streams_bench
+
+    result = run_streams_bench(
+        streams=_stream_counts(args.streams),
+        seconds=args.seconds,
+        warmup=args.warmup,
+        device=args.device,
+        model=args.model,
+        batch_size=args.batch_size,
+        batch_timeout=args.batch_timeout,
+        clip=args.input,
+        size=_size(args.size),
+        nginx_root=args.nginx_root,
+        per_process=args.per_process,
+        work_dir=args.cache_dir,
+    )
+    return _show(result, args, "bench_streams")

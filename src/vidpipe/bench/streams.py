@@ -1,0 +1,245 @@
+"""``vidpipe bench streams``: how many paced live camera streams one machine detects in real time.
+
+A real RTMP server (nginx with its RTMP module, :mod:`vidpipe.bench.rtmp_server`) on loopback;
+publisher processes (:mod:`vidpipe.bench.publish`) push N copies of a real 1080p30 H.264 street
+clip (:func:`vidpipe.bench.realclip.build_real_clip`), paced at 30 fps like cameras; vidpipe
+reads the N ``rtmp://`` URLs through the same API call a user makes (:func:`vidpipe.detect`) and
+for each N reports, over a measured window after a warm-up:
+
+- per-stream results per second (min and median) and whether every stream kept the source's rate
+  with no drop (*real time*),
+- capture-to-result latency p50 / p99 / max over all results (capture = receipt of the frame's
+  data in vidpipe, see :class:`~vidpipe.types.FrameMeta`),
+- decoded frames dropped (latest wins), reconnects,
+- CPU cores used by vidpipe's process (publishers and server excluded), GPU and NVDEC utilisation
+  (NVML, sampled twice a second).
+
+The most streams held in real time is the largest N whose row is real time.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from vidpipe.bench.report import VideoBenchResult
+
+__all__ = ["run_streams_bench"]
+
+logger = logging.getLogger(__name__)
+
+_REALTIME_SHARE = 0.95  # a stream is real time when it delivers >= 95% of its frame rate
+
+
+class _UtilSampler:
+    """NVML GPU/NVDEC utilisation sampled on a thread; means over the sampling period."""
+
+    def __init__(self, device: Any, period: float = 0.5) -> None:
+        self.device, self.period = device, period
+        self.samples: list[dict] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-nvml", daemon=True)
+
+    def _run(self) -> None:
+        from vidpipe.stats import nvml_utilisation
+
+        while not self._stop.wait(self.period):
+            self.samples.append(nvml_utilisation(self.device))
+
+    def __enter__(self) -> "_UtilSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def mean(self, key: str) -> float | None:
+        vals = [s[key] for s in self.samples if s.get(key) is not None]
+        return sum(vals) / len(vals) if vals else None
+
+
+def _percentile(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    k = min(len(s) - 1, max(0, math.ceil(q / 100 * len(s)) - 1))
+    return s[k]
+
+
+def _start_publishers(clip: Path, urls: Sequence[str], per_process: int) -> list[subprocess.Popen]:
+    procs = []
+    env = dict(os.environ)
+    for i in range(0, len(urls), per_process):
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "vidpipe.bench.publish", str(clip), *urls[i : i + per_process]],
+                stdout=subprocess.DEVNULL, env=env, start_new_session=True,
+            )
+        )
+    return procs
+
+
+def _stop_publishers(procs: Sequence[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, warmup: float,
+             batch_size: int, batch_timeout: float | None) -> dict:
+    """One step: detect on ``urls`` until every stream delivered and ``warmup`` passed, then
+    count ``seconds`` of results."""
+    import vidpipe
+    from vidpipe.sources.options import LiveOptions
+
+    n = len(urls)
+    live = LiveOptions(batch_timeout=batch_timeout)
+    run = vidpipe.detect(list(urls), model=detector, batch_size=batch_size, live=live)
+    counts = [0] * n
+    seen = [False] * n
+    latencies: list[float] = []
+    t_start = time.monotonic()
+    window_start = window_end = None
+    before = after = None
+    cpu0 = 0.0
+    sampler = _UtilSampler(detector.device)
+    try:
+        for r in run:
+            now = time.monotonic()
+            sid = r.meta.stream_id
+            if window_start is None:
+                seen[sid] = True
+                ready = all(seen) and now - t_start >= warmup
+                if ready or now - t_start > warmup + 60:
+                    window_start, window_end = now, now + seconds
+                    before, cpu0 = run.status(), time.process_time()
+                    sampler.__enter__()
+                continue
+            if now >= window_end:
+                break
+            counts[sid] += 1
+            if r.meta.captured_mono is not None:
+                latencies.append(now - r.meta.captured_mono)
+        after = run.status()
+        cpu_s = time.process_time() - cpu0
+    finally:
+        if window_start is not None:
+            sampler.__exit__()
+        run.close()
+    if window_start is None or before is None:
+        return {"streams": n, "note": "failed: the run ended before the measurement window"}
+    wall = time.monotonic() - window_start
+    per_stream = [c / wall for c in counts]
+    drops = sum(a["drops"] - b["drops"] for a, b in zip(after["streams"], before["streams"]))
+    reconnects = sum(a["reconnects"] - b["reconnects"] for a, b in zip(after["streams"], before["streams"]))
+    decoders = sorted({s["decoder"] for s in after["streams"] if s.get("decoder")})
+    held = min(per_stream) >= _REALTIME_SHARE * fps and drops == 0
+    lat_ms = [x * 1e3 for x in latencies]
+    return {
+        "streams": n,
+        "realtime": held,
+        "fps_total": sum(counts) / wall,
+        "fps_min": min(per_stream),
+        "fps_median": statistics.median(per_stream),
+        "p50_ms": _percentile(lat_ms, 50),
+        "p99_ms": _percentile(lat_ms, 99),
+        "max_ms": max(lat_ms) if lat_ms else None,
+        "drops": drops,
+        "reconnects": reconnects,
+        "cpu_cores": cpu_s / wall,
+        "gpu_util": sampler.mean("gpu_util_percent"),
+        "nvdec_util": sampler.mean("nvdec_util_percent"),
+        "decoder": ",".join(decoders) or None,
+        "window_s": wall,
+    }
+
+
+def run_streams_bench(
+    *,
+    streams: Sequence[int] = (8, 16, 32, 64),
+    seconds: float = 20.0,
+    warmup: float = 8.0,
+    device: str = "auto",
+    model: str = "yolov3-tiny",
+    batch_size: int | None = None,
+    batch_timeout: float | None = None,
+    clip: str | os.PathLike | None = None,
+    size: tuple[int, int] = (1920, 1080),
+    fps: int = 30,
+    nginx_root: str | os.PathLike | None = None,
+    per_process: int = 8,
+    work_dir: str | os.PathLike | None = None,
+) -> VideoBenchResult:
+    """Measure each stream count in ``streams`` (ascending) and return the report rows."""
+    from vidpipe.api import build_detector
+    from vidpipe.bench.realclip import build_real_clip
+    from vidpipe.bench.rtmp_server import RtmpServer
+    from vidpipe.bench.workdir import media_folder
+
+    counts = sorted({int(s) for s in streams})
+    width, height = size
+    with media_folder(work_dir) as folder:
+        path = Path(clip) if clip else build_real_clip(folder, width=width, height=height, fps=fps,
+                                                       frames=10 * fps, gop=fps)
+        detector = build_detector(model, device=device)
+        rows: list[dict] = []
+        with RtmpServer(root=nginx_root) as server:
+            urls = [server.url(f"cam{i}") for i in range(counts[-1])]
+            pubs = _start_publishers(path, urls, per_process)
+            try:
+                time.sleep(2.0)  # publishers connect and send their first keyframe
+                for n in counts:
+                    bs = batch_size or max(1, min(n, 64))
+                    logger.info("bench streams: %d streams, batch %d", n, bs)
+                    row = _measure(urls[:n], detector=detector, fps=fps, seconds=seconds, warmup=warmup,
+                                   batch_size=bs, batch_timeout=batch_timeout)
+                    row["batch_size"] = bs
+                    rows.append(row)
+                    logger.info("bench streams: %s", row)
+                    if any(p.poll() is not None for p in pubs):
+                        raise RuntimeError("a publisher process exited; see its messages above")
+            finally:
+                _stop_publishers(pubs)
+        held = [r["streams"] for r in rows if r.get("realtime")]
+        inputs = [{"name": path.name, "path": str(path),
+                   "describe": f"{width}x{height} {fps} fps H.264 (real street footage, looped), published to "
+                               f"nginx-rtmp on loopback by {math.ceil(counts[-1] / per_process)} PyAV processes"}]
+    import platform
+
+    machine = {"device": str(detector.device), "cpu_cores": os.cpu_count(), "python": platform.python_version()}
+    if detector.device.type == "cuda":
+        import torch
+
+        machine["gpu"] = torch.cuda.get_device_name(detector.device)
+    for r in rows:
+        r["input"], r["peer"] = f"{r['streams']} streams", "vidpipe"
+        r["fps"] = r.get("fps_total")
+    return VideoBenchResult(
+        rows=rows, inputs=inputs, machine=machine,
+        targets={"most streams in real time": max(held) if held else 0,
+                 "target": ">= 64 streams, p99 <= 100 ms, no drops"},
+        title="Live streams: capture-to-result latency and rate per stream count",
+        columns=["streams", "realtime", "fps_total", "fps_min", "fps_median", "p50_ms", "p99_ms", "max_ms",
+                 "drops", "reconnects", "cpu_cores", "gpu_util", "nvdec_util", "batch_size", "decoder"],
+        headers={"fps_total": "results/s", "fps_min": "min fps/stream", "fps_median": "median fps/stream",
+                 "p50_ms": "p50 ms", "p99_ms": "p99 ms", "max_ms": "max ms", "cpu_cores": "CPU cores",
+                 "gpu_util": "GPU %", "nvdec_util": "NVDEC %", "realtime": "real time"},
+        formats={"fps_min": ".1f", "fps_median": ".1f", "p50_ms": ".1f", "p99_ms": ".1f", "max_ms": ".1f",
+                 "cpu_cores": ".2f", "gpu_util": ".0f", "nvdec_util": ".0f"},
+        name="bench_streams",
+    )
