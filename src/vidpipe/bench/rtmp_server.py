@@ -91,6 +91,8 @@ class RtmpServer:
             if libs:
                 env["LD_LIBRARY_PATH"] = ":".join([*libs, env.get("LD_LIBRARY_PATH", "")])
         conf = self._config()
+        if self.root is not None:  # Debian's nginx opens its compiled-in log folder at start
+            Path("/var/log/nginx").mkdir(parents=True, exist_ok=True)
         self._proc = subprocess.Popen(
             [str(self.binary), "-p", str(self._dir), "-e", str(self._dir / "error.log"), "-c", str(conf)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True,
