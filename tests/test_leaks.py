@@ -23,17 +23,13 @@ noise; a leak of one run's decoded frames (the clip is ~4.4 MiB of RGB, its mode
 from __future__ import annotations
 
 import ctypes
-import gc
-import os
 import sys
-import threading
 import time
-from dataclasses import dataclass
 
 import pytest
-import torch
 
 import vidpipe
+from vidpipe.bench.procstats import ProcessSnapshot, snapshot
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")
 
@@ -47,42 +43,10 @@ CUDA_ALLOCATED_SLACK = 2.0
 CUDA_RESERVED_SLACK = 64.0
 #: seconds to wait for thread and descriptor counts to come back after a run (not asserted)
 SETTLE_S = 30.0
-MIB = 1 << 20
 M_MMAP_THRESHOLD = -3  # glibc <malloc.h>
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    """What one process holds after a run."""
-
-    rss_mib: float  # VmRSS
-    anon_mib: float  # its anonymous and shared-memory part (what a leak grows)
-    threads: int  # threading.enumerate()
-    tasks: int  # OS threads (/proc/self/task)
-    fds: int
-    children: tuple[int, ...]  # pids of the child processes
-    child_fds: tuple[int, ...]  # their open descriptors
-    child_tasks: tuple[int, ...]  # their OS threads
-    cuda_allocated_mib: float = 0.0
-    cuda_reserved_mib: float = 0.0
-
-    def counts(self) -> tuple:
-        return (self.threads, self.tasks, self.fds, self.children, self.child_fds, self.child_tasks)
-
-
-def _children() -> tuple[int, ...]:
-    me = os.getpid()
-    out = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == me and fields[0] not in (b"Z", b"X"):
-                out.append(int(name))
-    return tuple(sorted(out))
+Snapshot = ProcessSnapshot
 
 
 def _is_decoder_process(pid: int) -> bool:
@@ -91,49 +55,6 @@ def _is_decoder_process(pid: int) -> bool:
             return b"vidpipe.decode.procworker" in f.read()
     except OSError:
         return False
-
-
-def _count(path: str) -> int:
-    try:
-        return len(os.listdir(path))
-    except OSError:
-        return -1
-
-
-def _rss_mib() -> tuple[float, float]:
-    """``(VmRSS, RssAnon + RssShmem)`` of this process in MiB."""
-    found: dict[str, float] = {}
-    with open("/proc/self/status") as f:
-        for line in f:
-            key = line.split(":", 1)[0]
-            if key in ("VmRSS", "RssAnon", "RssShmem"):
-                found[key] = int(line.split()[1]) / 1024
-    return found["VmRSS"], found["RssAnon"] + found.get("RssShmem", 0.0)
-
-
-def _trim() -> None:
-    gc.collect()
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: RSS is noisier, the slack still holds
-        pass
-
-
-def snapshot(cuda: bool) -> Snapshot:
-    _trim()
-    kids = _children()
-    alloc = reserved = 0.0
-    if cuda:
-        torch.cuda.synchronize()
-        alloc = torch.cuda.memory_allocated() / MIB
-        reserved = torch.cuda.memory_reserved() / MIB
-    rss, anon = _rss_mib()
-    return Snapshot(
-        rss_mib=rss, anon_mib=anon, threads=len(threading.enumerate()), tasks=_count("/proc/self/task"),
-        fds=_count("/proc/self/fd"), children=kids, child_fds=tuple(_count(f"/proc/{p}/fd") for p in kids),
-        child_tasks=tuple(_count(f"/proc/{p}/task") for p in kids), cuda_allocated_mib=alloc,
-        cuda_reserved_mib=reserved,
-    )  # fmt: skip
 
 
 def settled(base: Snapshot | None, cuda: bool) -> Snapshot:

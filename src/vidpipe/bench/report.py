@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["VideoBenchResult", "bar_chart_png", "describe_row", "format_value", "markdown_table", "write_json",
-           "write_markdown", "write_report"]  # fmt: skip
+__all__ = ["VideoBenchResult", "bar_chart_png", "describe_row", "format_value", "line_chart_png", "markdown_table",
+           "write_json", "write_markdown", "write_report"]  # fmt: skip
 
 
 def format_value(value: Any, spec: str | None = None) -> str:
@@ -164,6 +164,73 @@ def bar_chart_png(
         else:
             d.text((x0 + 4, y + 6), "n/a", fill=(120, 120, 120), font=small)
     d.line([x0, top - 4, x0, height - 24], fill=(80, 80, 80))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    img.save(path, format="PNG")
+    return path
+
+
+def line_chart_png(
+    path: str | Path,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    x: str,
+    series: Sequence[str],
+    title: str = "",
+    x_label: str = "",
+    y_label: str = "",
+    width: int = 960,
+    height: int = 480,
+) -> Path:
+    """A line chart of ``row[s]`` against ``row[x]`` for each key ``s`` in ``series`` (one colour
+    each, a legend on top), written as PNG with PIL. Non-numeric points are skipped."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    font, small = _font(ImageFont, 15), _font(ImageFont, 12)
+    left, right, top, bottom = 80, 24, 70 if title else 40, 50
+
+    def num(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    xs = [r.get(x) for r in rows if num(r.get(x))]
+    ys = [r.get(k) for r in rows for k in series if num(r.get(k))]
+    img = Image.new("RGB", (width, height), "white")
+    d = ImageDraw.Draw(img)
+    if title:
+        d.text((left, 12), title, fill="black", font=_font(ImageFont, 19))
+    x0, x1, y0, y1 = left, width - right, height - bottom, top
+    d.line([x0, y1, x0, y0, x1, y0], fill=(80, 80, 80))
+    if xs and ys:
+        xmin, xmax = min(xs), max(xs)
+        ymin, ymax = min(0.0, min(ys)), max(ys)
+        xspan, yspan = (xmax - xmin) or 1.0, (ymax - ymin) or 1.0
+
+        def at(xv: float, yv: float) -> tuple[float, float]:
+            return x0 + (x1 - x0) * (xv - xmin) / xspan, y0 - (y0 - y1) * (yv - ymin) / yspan
+
+        for frac in (0.0, 0.25, 0.5, 0.75, 1.0):
+            yv = ymin + frac * yspan
+            _, py = at(xmin, yv)
+            d.line([x0 - 4, py, x1, py], fill=(225, 225, 225))
+            d.text((6, py - 7), format_value(float(yv)), fill="black", font=small)
+        for xv in sorted(set(xs)) if len(set(xs)) <= 12 else (xmin, (xmin + xmax) / 2, xmax):
+            px, _ = at(xv, ymin)
+            d.text((px - 10, y0 + 6), format_value(float(xv)), fill="black", font=small)
+        lx = left
+        for i, key in enumerate(series):
+            colour = _PALETTE[i % len(_PALETTE)]
+            pts = [at(r[x], r[key]) for r in rows if num(r.get(x)) and num(r.get(key))]
+            if len(pts) > 1:
+                d.line(pts, fill=colour, width=3)
+            for px, py in pts:
+                d.ellipse([px - 3, py - 3, px + 3, py + 3], fill=colour)
+            d.rectangle([lx, top - 22, lx + 14, top - 10], fill=colour)
+            d.text((lx + 18, top - 25), key, fill="black", font=small)
+            lx += int(d.textlength(key, font=small)) + 40
+    if x_label:
+        d.text(((x0 + x1) // 2 - 40, height - 24), x_label, fill="black", font=font)
+    if y_label:
+        d.text((6, top - 45 if title else 4), y_label, fill="black", font=small)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     img.save(path, format="PNG")

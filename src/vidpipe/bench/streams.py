@@ -33,11 +33,27 @@ from typing import Any
 
 from vidpipe.bench.report import VideoBenchResult
 
-__all__ = ["run_streams_bench"]
+__all__ = ["run_streams_bench", "StreamsBenchResult"]
 
 logger = logging.getLogger(__name__)
 
 _REALTIME_SHARE = 0.95  # a stream is real time when it delivers >= 95% of its frame rate
+
+
+class StreamsBenchResult(VideoBenchResult):
+    """The streams report: the usual table, JSON and bar chart (results/s per stream count), plus
+    ``<name>_latency.png``: p50 and p99 capture-to-result latency against the stream count."""
+
+    def write(self, out_dir: str | Path, name: str | None = None) -> dict[str, Path]:
+        from vidpipe.bench.report import line_chart_png
+
+        paths = super().write(out_dir, name)
+        name = name or self.name
+        paths["latency_png"] = line_chart_png(
+            Path(out_dir) / f"{name}_latency.png", self.rows, x="streams", series=["p50_ms", "p99_ms", "max_ms"],
+            title="Capture-to-result latency vs live streams", x_label="streams", y_label="ms",
+        )
+        return paths
 
 
 class _UtilSampler:
@@ -184,7 +200,7 @@ def run_streams_bench(
     nginx_root: str | os.PathLike | None = None,
     per_process: int = 8,
     work_dir: str | os.PathLike | None = None,
-) -> VideoBenchResult:
+) -> StreamsBenchResult:
     """Measure each stream count in ``streams`` (ascending) and return the report rows."""
     from vidpipe.api import build_detector
     from vidpipe.bench.realclip import build_real_clip
@@ -229,7 +245,7 @@ def run_streams_bench(
     for r in rows:
         r["input"], r["peer"] = f"{r['streams']} streams", "vidpipe"
         r["fps"] = r.get("fps_total")
-    return VideoBenchResult(
+    return StreamsBenchResult(
         rows=rows, inputs=inputs, machine=machine,
         targets={"most streams in real time": max(held) if held else 0,
                  "target": ">= 64 streams, p99 <= 100 ms, no drops"},

@@ -1,0 +1,87 @@
+"""The pieces of ``vidpipe bench streams`` and ``bench soak`` against real components.
+
+- :func:`build_real_clip`: the real street clip scaled and retimed, checked with PyAV (frame
+  count, size, rate, no B-frames, keyframe interval).
+- :class:`RtmpServer` + :func:`publish`: nginx-rtmp on loopback fed by the PyAV publisher, read
+  back by PyAV (an independent client): frames decode at the clip's size and arrive at about the
+  clip's rate (paced, not as fast as possible). Needs Debian's ``nginx`` and ``libnginx-mod-rtmp``:
+  skipped locally without them, failed under ``CI=true`` (``.ci/run`` installs them).
+- ``bench soak`` for a few seconds on the CPU: samples, drift and the report files.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import av
+import pytest
+
+from vidpipe.bench.realclip import build_real_clip
+
+
+def _require_nginx():
+    from vidpipe.bench.rtmp_server import find_nginx
+
+    try:
+        return find_nginx()
+    except FileNotFoundError as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{exc}; CI must install it (.ci/run)")
+        pytest.skip(str(exc))
+
+
+def test_real_clip_is_scaled_retimed_and_camera_like(tmp_path):
+    path = build_real_clip(tmp_path, width=320, height=240, fps=30, frames=300, gop=15)
+    with av.open(str(path)) as c:
+        s = c.streams.video[0]
+        assert (s.width, s.height) == (320, 240)
+        assert s.average_rate == 30
+        keys, n = [], 0
+        for p in c.demux(s):
+            if p.size:
+                if p.is_keyframe:
+                    keys.append(n)
+                n += 1
+        assert s.codec_context.has_b_frames is False or s.codec_context.has_b_frames == 0
+    assert n == 300  # 250 source frames, looped to 300
+    assert keys[:3] == [0, 15, 30]
+    assert build_real_clip(tmp_path, width=320, height=240, fps=30, frames=300, gop=15) == path  # cached
+
+
+def test_published_rtmp_streams_play_back_at_their_rate(tmp_path):
+    _require_nginx()
+    from vidpipe.bench.publish import publish
+    from vidpipe.bench.rtmp_server import RtmpServer
+
+    clip = build_real_clip(tmp_path, width=320, height=240, fps=30, frames=60, gop=15)
+    with RtmpServer() as server:
+        pub = publish(str(clip), [server.url("a"), server.url("b")])
+        try:
+            time.sleep(1.0)
+            with av.open(server.url("b"), timeout=(10, 10),
+                         options={"fflags": "nobuffer", "analyzeduration": "500000", "probesize": "500000"}) as c:
+                frames = []
+                for f in c.decode(video=0):
+                    frames.append((time.monotonic(), f.width, f.height))
+                    if len(frames) == 75:  # past one loop of the 60-frame clip
+                        break
+        finally:
+            pub.stop()
+    assert {(w, h) for _, w, h in frames} == {(320, 240)}
+    rate = (len(frames) - 31) / (frames[-1][0] - frames[30][0])  # after the start-up burst
+    assert 20 < rate < 40, rate
+    assert pub.reopens == [0, 0]
+
+
+def test_soak_samples_memory_and_counts(tmp_path, make_clip):
+    from vidpipe.bench.soak import drift, run_soak_bench
+
+    clip = make_clip(".mp4", frames=16, width=160, height=96, gop=8)
+    result = run_soak_bench([clip.path], minutes=0.1, interval=1.0, settle=0.0, device="cpu", batch_size=8)
+    assert len(result.rows) >= 2
+    assert all(r["rss_mib"] > 0 and r["fds"] > 0 and r["children"] == 0 for r in result.rows)
+    assert result.rows[-1]["frames"] == 16 * result.rows[-1]["runs"]
+    assert drift(result.rows, "rss_mib", settle_min=0.0) is not None
+    paths = result.write(tmp_path, "soak")
+    assert all(p.exists() for p in paths.values())
