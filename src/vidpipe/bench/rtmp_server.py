@@ -76,6 +76,7 @@ class RtmpServer:
             f"error_log {d / 'error.log'} warn;\n"
             "events { worker_connections 8192; }\n"
             "rtmp {\n"
+            "  access_log off;\n"  # else the module opens Debian's compiled-in /var/log/nginx/access.log
             f"  server {{ listen 127.0.0.1:{self.port}; chunk_size 4096;\n"
             "    application live { live on; record off; wait_key on; }\n"
             "  }\n"
@@ -91,8 +92,6 @@ class RtmpServer:
             if libs:
                 env["LD_LIBRARY_PATH"] = ":".join([*libs, env.get("LD_LIBRARY_PATH", "")])
         conf = self._config()
-        if self.root is not None:  # Debian's nginx opens its compiled-in log folder at start
-            Path("/var/log/nginx").mkdir(parents=True, exist_ok=True)
         self._proc = subprocess.Popen(
             [str(self.binary), "-p", str(self._dir), "-e", str(self._dir / "error.log"), "-c", str(conf)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True,
