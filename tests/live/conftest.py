@@ -9,6 +9,7 @@
 - ``rtmp_stream`` (function): a started :class:`~live.servers.NginxRtmp` with a
   :class:`~live.servers.Publisher` pushing ``live_clip`` to ``live/cam0``; ``(server, publisher)``.
 
+Every test under ``tests/live`` is marked ``live`` (``-m "not live"`` leaves them out).
 A server whose packages are missing skips the test with the reason, except under ``CI=true``,
 where it fails (``.ci/run`` installs them). And under ``CI=true`` any test in ``tests/live`` that
 ends skipped (other than ``gpu``/``nvdec`` tests without a GPU) makes the session fail at its end:
@@ -111,8 +112,15 @@ def rtmp_stream(live_servers: LiveServers, live_clip: Path) -> tuple[NginxRtmp, 
     return server, live_servers.publish(live_clip, server.url("cam0"))
 
 
-# -- under CI=true a skipped live test fails the session ------------------------------------------
+# -- every test here is marked live; under CI=true a skipped live test fails the session -----------
 _SKIPPED: list[str] = []
+_LIVE_DIR = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.resolve().is_relative_to(_LIVE_DIR) and item.get_closest_marker("live") is None:
+            item.add_marker(pytest.mark.live)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
