@@ -35,7 +35,7 @@ from urllib.parse import quote
 from live.procs import LOOPBACK, ServerProcess, free_port, port_open
 
 __all__ = [
-    "GST_PYTHON", "RtspServer", "NginxRtmp", "Publisher", "HttpStreamServer", "SrtServer",
+    "GST_PYTHON", "DEFAULT_RTMP_MODULE", "RtspServer", "NginxRtmp", "Publisher", "HttpStreamServer", "SrtServer",
     "rtsp_missing_reason", "nginx_missing_reason", "srt_missing_reason", "udp_port_bound",
 ]
 

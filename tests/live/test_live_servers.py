@@ -240,3 +240,53 @@ def test_stop_kills_process_group(live_servers):
     server.stop()
     assert _gone(pid) and not server.running
     server.stop()  # idempotent
+
+
+# -- nginx from an unpacked tree (the GPU host's way) ---------------------------------------------
+def test_nginx_from_unpacked_tree(tmp_path, live_servers, live_clip):
+    """``NginxRtmp.from_tree`` runs nginx and its module from a ``dpkg -x`` style tree (made here
+    from this host's files: the GPU host gets one from tools/debs-for-gpu and live.debs)."""
+    import shutil
+
+    from live.need import require
+    from live.servers import DEFAULT_RTMP_MODULE, nginx_missing_reason
+
+    require(nginx_missing_reason())
+    root = tmp_path / "root"
+    (root / "usr/sbin").mkdir(parents=True)
+    (root / "usr/lib/nginx/modules").mkdir(parents=True)
+    shutil.copy2(shutil.which("nginx") or "/usr/sbin/nginx", root / "usr/sbin/nginx")
+    shutil.copy2(DEFAULT_RTMP_MODULE, root / "usr/lib/nginx/modules/ngx_rtmp_module.so")
+    server = live_servers.rtmp(root=root)
+    assert Path(server.command()[0]) == root / "usr/sbin/nginx"
+    assert f"load_module {root}/usr/lib/nginx/modules/ngx_rtmp_module.so;" in server.config()
+    live_servers.publish(live_clip, server.url("cam0"))
+    n, err, rc = ffmpeg_frames(server.url("cam0"), 5)
+    assert (n, rc) == (5, 0), err
+
+
+def test_unpack_deb_matches_dpkg(tmp_path):
+    """:func:`live.debs.unpack_deb` extracts what ``dpkg -x`` does (a .deb built here with dpkg-deb)."""
+    import shutil
+
+    from live.debs import unpack_debs
+    from live.need import require
+
+    if shutil.which("dpkg-deb") is None:
+        require("dpkg-deb not found (Debian's dpkg)")
+    pkg = tmp_path / "pkg"
+    (pkg / "DEBIAN").mkdir(parents=True)
+    (pkg / "DEBIAN/control").write_text("Package: vidpipe-test\nVersion: 1.0\nArchitecture: all\n"
+                                        "Maintainer: t <t@example.org>\nDescription: test\n")
+    (pkg / "usr/lib/x").mkdir(parents=True)
+    (pkg / "usr/lib/x/lib.so.1.2").write_bytes(os.urandom(3000))
+    os.symlink("lib.so.1.2", pkg / "usr/lib/x/lib.so.1")
+    debs = tmp_path / "debs"
+    debs.mkdir()
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-b", str(pkg), str(debs / "t.deb")], check=True,
+                   capture_output=True, timeout=60)
+    ours, theirs = unpack_debs(debs, tmp_path / "ours"), tmp_path / "theirs"
+    subprocess.run(["dpkg-deb", "-x", str(debs / "t.deb"), str(theirs)], check=True, timeout=60)
+    for rel in ("usr/lib/x/lib.so.1.2", "usr/lib/x/lib.so.1"):
+        assert (ours / rel).read_bytes() == (theirs / rel).read_bytes()
+    assert os.readlink(ours / "usr/lib/x/lib.so.1") == "lib.so.1.2"
