@@ -154,7 +154,7 @@ def test_rtmp_restart_publisher_reconnects(rtmp_stream):
     assert ffmpeg_frames(server.url("cam0"), 5)[0] == 5
     server.restart(down_s=0.5)
     t0 = time.monotonic()
-    wait_until(lambda: publisher.log_since_start().count("PUBLISHING") >= 2, timeout=5.0,
+    wait_until(lambda: publisher.publishing() >= 2, timeout=5.0,
                what="the publisher publishing again")
     n, err, rc = ffmpeg_frames(server.url("cam0"), 5)
     assert (n, rc) == (5, 0), err
@@ -290,3 +290,25 @@ def test_unpack_deb_matches_dpkg(tmp_path):
     for rel in ("usr/lib/x/lib.so.1.2", "usr/lib/x/lib.so.1"):
         assert (ours / rel).read_bytes() == (theirs / rel).read_bytes()
     assert os.readlink(ours / "usr/lib/x/lib.so.1") == "lib.so.1.2"
+
+
+# -- six streams at once (the CPU machine's target) -----------------------------------------------
+def test_six_rtmp_streams_from_one_publisher(live_servers, live_clip):
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = live_servers.rtmp()
+    urls = [server.url(f"cam{i}") for i in range(6)]
+    publisher = live_servers.publish(live_clip, urls, stagger_s=0.05)
+    assert publisher.publishing() == 6
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(lambda u: ffmpeg_frames(u, 6), urls))
+    assert [(n, rc) for n, _, rc in results] == [(6, 0)] * 6, [err for _, err, _ in results]
+
+
+def test_six_rtsp_mounts_at_once(live_servers):
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = live_servers.rtsp(streams=6)
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(lambda m: ffmpeg_frames(server.url(m), 6), server.mounts))
+    assert [(n, rc) for n, _, rc in results] == [(6, 0)] * 6, [err for _, err, _ in results]
