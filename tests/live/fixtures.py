@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -66,8 +67,9 @@ class LiveServers:
         require(nginx_missing_reason(kwargs.get("root")))
         return self._start(NginxRtmp(workdir=self._dir("nginx"), **kwargs))
 
-    def publish(self, input: str | os.PathLike, url: str, **kwargs) -> Publisher:
-        """:class:`Publisher` pushing ``input`` to ``url`` (``fmt="flv"`` for RTMP, ...)."""
+    def publish(self, input: str | os.PathLike, url: str | Sequence[str], **kwargs) -> Publisher:
+        """:class:`Publisher` pushing ``input`` to ``url`` (or each of several URLs; ``fmt="flv"``
+        for RTMP, ``stagger_s=``, ``retry_s=``, ...)."""
         return self._start(Publisher(input, url, workdir=self._dir("pub"), **kwargs))
 
     def http(self, files: dict[str, str | os.PathLike], **kwargs) -> HttpStreamServer:
