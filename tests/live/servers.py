@@ -246,7 +246,7 @@ worker_processes 1;
 pid {d}/nginx.pid;
 error_log {d}/error.log warn;
 load_module {self.module};
-events {{ worker_connections 1024; }}
+events {{ worker_connections 4096; }}
 rtmp {{
     server {{
         listen {self.host}:{self.port};
