@@ -187,7 +187,9 @@ class NginxRtmp(ServerProcess):
     its ``usr/sbin/nginx`` and module are used, and its library folders are put on
     ``LD_LIBRARY_PATH`` only when ``ldd`` finds a library missing on this host. nginx runs in
     the foreground (``daemon off; master_process off``) with its pid, logs and temp files in
-    the work folder, so it needs neither root nor /var.
+    the work folder, so it needs neither root nor /var (``access_log off`` in ``rtmp{}`` too: the
+    RTMP module's access log otherwise defaults to Debian's compiled-in /var/log/nginx/access.log,
+    which a host with only the unpacked tree lacks).
     """
 
     name = "nginx"
@@ -248,6 +250,7 @@ error_log {d}/error.log warn;
 load_module {self.module};
 events {{ worker_connections 4096; }}
 rtmp {{
+    access_log off;
     server {{
         listen {self.host}:{self.port};
         chunk_size 4096;

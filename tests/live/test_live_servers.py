@@ -312,3 +312,35 @@ def test_six_rtsp_mounts_at_once(live_servers):
     with ThreadPoolExecutor(6) as pool:
         results = list(pool.map(lambda m: ffmpeg_frames(server.url(m), 6), server.mounts))
     assert [(n, rc) for n, _, rc in results] == [(6, 0)] * 6, [err for _, err, _ in results]
+
+
+@pytest.mark.live_optional  # needs root for a private mount namespace; CI may run as a user
+def test_nginx_needs_no_system_folders(tmp_path, live_clip):
+    """nginx (and its RTMP module) open nothing in Debian's compiled-in /var/log/nginx or
+    /var/lib/nginx: a host with only a ``dpkg -x`` tree has neither (checked in a private mount
+    namespace where both are empty and unwritable)."""
+    import shutil
+
+    from live.need import require
+    from live.servers import nginx_missing_reason
+
+    require(nginx_missing_reason())
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) for a private mount namespace")
+    script = textwrap.dedent(f"""
+        import subprocess, sys
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+        from live.servers import NginxRtmp, Publisher
+        with NginxRtmp(hls=True, workdir={str(tmp_path / 'n')!r}) as n, \\
+                Publisher({str(live_clip)!r}, n.url("x"), workdir={str(tmp_path / 'p')!r}):
+            out = subprocess.run(["ffmpeg", "-v", "error", "-analyzeduration", "500000", "-i", n.url("x"),
+                                  "-frames:v", "5", "-f", "framemd5", "-"], capture_output=True, text=True, timeout=20)
+            print("FRAMES", sum(1 for l in out.stdout.splitlines() if l and l[0] != "#"))
+    """)
+    shell = ("mount -t tmpfs -o mode=000 tmpfs /var/log && mkdir -p /var/lib/nginx "
+             "&& mount -t tmpfs -o mode=000 tmpfs /var/lib/nginx && exec \"$0\" -c \"$1\"")
+    out = subprocess.run(["unshare", "-m", "sh", "-c", shell, sys.executable, script],
+                         capture_output=True, text=True, timeout=60)
+    if "Operation not permitted" in out.stderr and "FRAMES" not in out.stdout:
+        pytest.skip(f"no private mount namespace here: {out.stderr.strip()[-200:]}")
+    assert "FRAMES 5" in out.stdout, out.stdout + out.stderr
