@@ -66,7 +66,12 @@ ANALYZEDURATION = 1_000_000
 
 
 class OpenFailed(SourceError):
-    """A live input could not be opened or read this time (retried: the server may come back)."""
+    """A live input could not be opened or read this time (retried: the server may come back).
+    ``reason``: the cause alone (redacted), without the input's name."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason if reason is not None else message
 
 
 @dataclass(frozen=True)
@@ -241,9 +246,9 @@ def open_target(target: Target, options: "LiveOptions") -> Connection:
     except av.error.FFmpegError as exc:
         if target.kind == "file":
             raise SourceError(f"{target.name} is not a video PyAV can read ({_reason(exc)})") from None
-        raise OpenFailed(f"cannot open {target.name} ({_reason(exc)})") from None
+        raise OpenFailed(f"cannot open {target.name} ({_reason(exc)})", _reason(exc)) from None
     except OSError as exc:
-        raise OpenFailed(f"cannot open {target.name} ({_reason(exc)})") from None
+        raise OpenFailed(f"cannot open {target.name} ({_reason(exc)})", _reason(exc)) from None
     t1 = time.monotonic()
     try:
         if not container.streams.video:

@@ -221,7 +221,7 @@ class LiveSource:
                         raise _Ended("the stream ended", eof=True, frames=frames)
                     if is_permanent(exc):
                         raise exc
-                    raise _Ended(redact_text(str(exc)).removeprefix(f"{self.spec.name}: "), frames=frames)
+                    raise _Ended(redact_text(str(getattr(exc, "reason", None) or exc)), frames=frames)
         finally:
             if dec is not None:
                 with contextlib.suppress(Exception):

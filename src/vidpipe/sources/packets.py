@@ -136,12 +136,13 @@ class PacketReader:
                     return
         except av.error.FFmpegError as exc:
             if not self._stopped:
-                reason = redact_text(str(getattr(exc, "strerror", None) or exc))
-                self._put(("end", OpenFailed(f"{self.target.name}: reading stopped ({reason})")))
+                reason = "reading stopped: " + redact_text(str(getattr(exc, "strerror", None) or exc))
+                self._put(("end", OpenFailed(f"{self.target.name}: {reason}", reason)))
             return
         except Exception as exc:  # noqa: BLE001 - never let the thread die silently
             if not self._stopped:
-                self._put(("end", OpenFailed(f"{self.target.name}: reading stopped ({redact_text(str(exc))})")))
+                reason = f"reading stopped: {type(exc).__name__}: {redact_text(str(exc))}"
+                self._put(("end", OpenFailed(f"{self.target.name}: {reason}", reason)))
             return
         self._put(("end", None))
 
