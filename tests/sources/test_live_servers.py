@@ -15,6 +15,8 @@ import pytest
 
 from vidpipe.sources.options import LiveOptions
 
+from live_fixtures import run_live, small_detector  # noqa: F401 - fixtures
+
 servers = pytest.importorskip("live.servers", reason="tests/live/servers.py (the servers fixtures) is missing")
 
 OPTS = dict(open_timeout=5.0, read_timeout=3.0, stall_timeout=3.0, reconnect_min=0.25, reconnect_max=1.0)
@@ -179,3 +181,43 @@ def test_http_streams(start_server, run_live, live_clip, kind):
     print(f"http/{kind}: open -> first frame {first_frame_s(run, t0):.3f} s")
     check_frames(run, 20)
     assert run.close() < 1.0
+
+
+def test_six_streams_at_once(start_server, run_live):
+    """Six cameras of one RTSP server, each its own LiveSource: all deliver at their rate."""
+    srv = start_server(servers.RtspServer, streams=6, fps=15, keyint_s=1.0)
+    runs = [run_live(srv.url(f"cam{i}"), LiveOptions(**OPTS)) for i in range(6)]
+    for run in runs:
+        assert run.wait_frames(5, 15), (run.error, run.state)
+    counts = [len(r.frames) for r in runs]
+    time.sleep(3.0)
+    rates = [(len(r.frames) - c) / 3.0 for r, c in zip(runs, counts)]
+    print("six streams, frames/s each:", [round(x, 1) for x in rates])
+    assert all(r > 10 for r in rates), rates  # 15 fps each
+    for run in runs:
+        assert run.close() < 1.0
+
+
+@pytest.fixture(scope="module")
+def cuda_detector():
+    from vidpipe.api import build_detector
+
+    return build_detector("yolov3-tiny", device="cuda", imgsz=128)
+
+
+@pytest.mark.gpu
+@pytest.mark.nvdec
+def test_rtsp_with_nvdec(start_server, run_live, cuda_detector):
+    """RTSP (Annex-B in the stream) decoded by NVDEC on the GPU; kill + restart keeps it NVDEC."""
+    srv = start_server(servers.RtspServer, streams=1, fps=15, keyint_s=0.5)
+    run = run_live(srv.url("cam0"), LiveOptions(**OPTS), detector=cuda_detector, keep_inputs=5)
+    assert run.wait_frames(20, 15), (run.error, run.state)
+    assert run.state.decoder == "nvdec", run.state.decoder_reason
+    assert all(i.tensor.device.type == "cuda" for i in run.inputs)
+    assert run.state.decode_errors == 0
+    srv.restart(down_s=1.0)
+    n = len(run.frames)
+    assert run.wait_frames(n + 15, 10), run.state
+    assert run.state.reconnects == 1 and run.state.decoder == "nvdec"
+    idx = [m.index for m, _ in run.frames]
+    assert idx == list(range(len(idx)))

@@ -14,6 +14,8 @@ from vidpipe.errors import SourceError, UnsupportedError
 from vidpipe.sources import SourceSpec, classify_inputs
 from vidpipe.sources.connect import Target, ffmpeg_options, live_target
 from vidpipe.sources.options import LiveOptions
+
+from live_fixtures import run_live, small_detector  # noqa: F401 - fixtures
 from vidpipe.sources.reconnect import Backoff, OfflineLog
 
 FAST = dict(open_timeout=2.0, read_timeout=2.0, stall_timeout=2.0, reconnect_min=0.1, reconnect_max=0.4)
@@ -192,3 +194,84 @@ def test_live_source_protocol():
     src = LiveSource(SourceSpec("live", "rtsp://u:p@h/x"))
     assert isinstance(src, Source) and src.live is True
     assert "u:p" not in repr(src)
+
+
+def test_frame_skip_and_max_frames(run_live, make_clip):
+    """frame_skip keeps every Nth decoded frame under its own number; max_frames ends the source."""
+    clip = make_clip(width=160, height=96, frames=30, fps=15, gop=15, bframes=0)
+    run = run_live(SourceSpec("file", str(clip.path)), LiveOptions(realtime=True), frame_skip=3, max_frames=4)
+    run.thread.join(10)
+    assert run.error is None
+    assert [m.index for m, _ in run.frames] == [0, 3, 6, 9]
+    assert run.state.live_state == "stopped" and run.state.frames_in == 10
+
+
+def test_http_server_serving_one_client_is_opened_once(run_live, make_clip, tmp_path):
+    """The ffmpeg tool as an HTTP server that serves exactly one connection (``-listen 1``) and
+    then exits: a source that opened the URL twice (probe, then decode) would get nothing."""
+    import shutil
+    import subprocess
+
+
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg is None:
+        if __import__("os").environ.get("CI", "").lower() == "true":
+            pytest.fail("ffmpeg is missing; CI must install it (.ci/run)")
+        pytest.skip("the ffmpeg tool is not installed")
+    clip = make_clip(width=160, height=96, frames=45, fps=15, gop=15, bframes=0)
+    port = closed_port()
+    url = f"http://127.0.0.1:{port}/cam.ts"
+    log = open(tmp_path / "ffmpeg.log", "wb")
+    proc = subprocess.Popen(
+        [ffmpeg, "-hide_banner", "-nostdin", "-re", "-i", str(clip.path), "-c", "copy", "-f", "mpegts",
+         "-listen", "1", url], stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        run = run_live(url, LiveOptions(**FAST))
+        assert run.wait_frames(30, 15), (len(run.frames), run.state, (tmp_path / "ffmpeg.log").read_text()[-500:])
+        assert run.state.reconnects == 0
+        assert [m.index for m, _ in run.frames][:30] == list(range(30))
+    finally:
+        proc.kill()
+        proc.wait(5)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def cuda_detector():
+    from vidpipe.api import build_detector
+
+    return build_detector("yolov3-tiny", device="cuda", imgsz=128)
+
+
+@pytest.mark.gpu
+@pytest.mark.nvdec
+def test_nvdec_live_decode_matches_pyav(run_live, make_clip, cuda_detector):
+    """A file played as a camera on CUDA: NVDEC (avcC -> Annex-B, NV12, fused letterbox) gives the
+    same frames and nearly the same model input as PyAV (RGB by swscale, then letterbox)."""
+    clip = make_clip(width=320, height=240, frames=20, fps=30, gop=10, bframes=0)
+    spec = SourceSpec("file", str(clip.path))
+    nv = run_live(spec, LiveOptions(realtime=True), detector=cuda_detector, keep_inputs=20, decoder="auto")
+    nv.thread.join(20)
+    av_ = run_live(spec, LiveOptions(realtime=True), detector=cuda_detector, keep_inputs=20, decoder="pyav")
+    av_.thread.join(20)
+    assert nv.error is None and av_.error is None, (nv.error, av_.error)
+    assert nv.state.decoder == "nvdec", nv.state.decoder_reason
+    assert av_.state.decoder == "pyav"
+    assert [m.index for m, _ in nv.frames] == [m.index for m, _ in av_.frames] == list(range(20))
+    assert [m.pts for m, _ in nv.frames] == [m.pts for m, _ in av_.frames]
+    for a, b in zip(nv.inputs, av_.inputs):
+        assert a.tensor.device.type == "cuda" and a.tensor.shape == b.tensor.shape
+        diff = (a.tensor.float() - b.tensor.float()).abs()
+        assert diff.mean().item() < 0.01 and diff.max().item() < 0.25, (diff.mean().item(), diff.max().item())
+
+
+@pytest.mark.gpu
+def test_pyav_live_decode_on_cuda(run_live, make_clip, cuda_detector):
+    """decoder='pyav' on a CUDA device: RGB uploaded from pinned memory, ready events per chunk."""
+    clip = make_clip(width=160, height=96, frames=15, fps=30, gop=15, bframes=0)
+    run = run_live(SourceSpec("file", str(clip.path)), LiveOptions(realtime=True), detector=cuda_detector,
+                   keep_inputs=15, decoder="pyav")  # fmt: skip
+    run.thread.join(20)
+    assert run.error is None and len(run.frames) == 15
+    assert all(i.tensor.device.type == "cuda" for i in run.inputs)

@@ -25,8 +25,9 @@ damaged data) is retried. Counters: ``frames_in`` (frames decoded), ``reconnects
 opened after the first), ``stalls``, ``decode_errors`` (packets the decoder rejected),
 ``last_frame_at`` (``time.monotonic()`` of the last decoded frame).
 
-Frames: ``FrameMeta.index`` is a running count per source across reconnects (0, 1, 2, ...,
-never repeated, no gaps for frames decoded); ``pts`` the stream's own timestamp in seconds (it
+Frames: ``FrameMeta.index`` is a running count of the frames decoded, per source, across
+reconnects (0, 1, 2, ..., never repeated; ``PipelineConfig.frame_skip`` N keeps 0, N, 2N, ...;
+``max_frames`` ends the source after that many frames; ``start``/``end`` apply to files only); ``pts`` the stream's own timestamp in seconds (it
 restarts with each connection); ``captured_at`` / ``captured_mono`` when the frame's packet
 arrived; ``camera_time`` the camera's clock from RTCP sender reports (RTSP), else ``None``.
 ``FrameMeta.source`` is the redacted name (``rtsp://***@host/...``), as in every log line and
@@ -89,7 +90,8 @@ class LiveSource:
         self.spec = spec
         self.options = options if options is not None else LiveOptions()
         self.target = live_target(spec)
-        self._next_index = 0  # FrameMeta.index of the next frame (running count, never repeats)
+        self._next_index = 0  # FrameMeta.index of the next decoded frame (running count, never repeats)
+        self._kept = 0  # frames yielded
         self._fallback_logged = False
 
     @property
@@ -109,21 +111,27 @@ class LiveSource:
         backoff = Backoff(opts.reconnect_min, opts.reconnect_max)
         offline = OfflineLog(logger, name, cap=opts.reconnect_max)
         watchdog = Watchdog(opts.stall_timeout)
+        limit = ctx.config.max_frames
         state.live_state = "connecting"
         opened = 0  # connections opened so far
         try:
             while not ctx.stop.is_set():
                 reader = PacketReader(self.target, opts, stop=ctx.stop, paced=self.target.kind == "file")
                 ended: _Ended | None = None
+                items = self._connection(reader, state, ctx, watchdog, offline)
                 try:
                     first = opened == 0
-                    for item in self._connection(reader, state, ctx, watchdog, offline):
+                    for item in items:
                         if item is None:  # a connection opened
                             opened += 1
                             if not first:
                                 state.reconnects += 1
                             continue
                         yield item
+                        if limit is not None and self._kept >= limit:
+                            logger.info("%s: max_frames=%d reached", name, limit)
+                            state.live_state = "stopped"
+                            return
                 except _Ended as end:
                     ended = end
                 except BaseException as exc:
@@ -131,6 +139,7 @@ class LiveSource:
                         state.live_state = "failed"
                     raise
                 finally:
+                    items.close()  # releases the decoder and the connection now
                     reader.close()
                 if ended is None:  # stopped
                     break
@@ -189,13 +198,14 @@ class LiveSource:
                     with scope:
                         dec, decoded = self._decode(dec, packet, state, conn, device)
                     for pts, frame in decoded:
-                        chunk = self._chunk(dec, frame, pts, stamps, conn, state, ctx, scope, cuda_stream, to_input)
                         frames += 1
                         if frames == 1:
                             state.live_state = "live"
                             offline.back()
                         watchdog.frame()
-                        yield chunk
+                        chunk = self._frame(dec, frame, pts, stamps, conn, state, ctx, scope, cuda_stream, to_input)
+                        if chunk is not None:
+                            yield chunk
                 elif kind == "open":
                     conn = item[1]
                     watchdog.start()
@@ -213,11 +223,12 @@ class LiveSource:
                             with scope:
                                 tail = dec.flush()
                             for pts, frame in tail:
-                                chunk = self._chunk(
+                                frames += 1
+                                chunk = self._frame(
                                     dec, frame, pts, stamps, conn, state, ctx, scope, cuda_stream, to_input
                                 )
-                                frames += 1
-                                yield chunk
+                                if chunk is not None:
+                                    yield chunk
                         raise _Ended("the stream ended", eof=True, frames=frames)
                     if is_permanent(exc):
                         raise exc
@@ -260,17 +271,24 @@ class LiveSource:
         state.decode_errors += dec.errors - before
         return dec, out
 
-    def _chunk(
+    def _frame(
         self, dec, frame, pts, stamps, conn, state, ctx, scope, cuda_stream, to_input
-    ) -> "Chunk":
-        """One decoded frame -> ``(ModelInput, ready_event)`` on the worker's CUDA stream."""
+    ) -> "Chunk | None":
+        """One decoded frame -> ``(ModelInput, ready_event)`` on the worker's CUDA stream, or
+        ``None`` for a frame ``frame_skip`` leaves out (it keeps its number: 0, N, 2N, ...)."""
         stamp = stamps.frame(pts)
+        index = self._next_index
+        self._next_index += 1
+        state.frames_in += 1
+        state.last_frame_at = time.monotonic()
+        if index % ctx.config.frame_skip:
+            return None
         info = dec.info
         pts_s = None if pts is None else float(pts * info.time_base)
         meta = FrameMeta(
             source=self.spec.name,
             stream_id=state.stream_id,
-            index=self._next_index,
+            index=index,
             pts=pts_s,
             height=getattr(frame, "height", None) or info.height,
             width=getattr(frame, "width", None) or info.width,
@@ -278,10 +296,6 @@ class LiveSource:
             captured_mono=stamp.mono,
             camera_time=camera_time(conn.camera_epoch(), pts_s),
         )
-        self._next_index += 1
-        now = time.monotonic()
-        state.frames_in += 1
-        state.last_frame_at = now
         with scope:
             t0 = time.perf_counter()
             batch = dec.batch(frame, meta)
@@ -290,6 +304,7 @@ class LiveSource:
             ready = _ready_event(cuda_stream)
         ctx.stats.add("decode", t1 - t0, 1)
         ctx.stats.add("preprocess", time.perf_counter() - t1, 1)
+        self._kept += 1
         return inp, ready
 
 

@@ -162,6 +162,7 @@ class NvdecLiveDecoder:
     def flush(self) -> list[tuple[int | None, Any]]:
         if not self._started:
             return []
+        self._started = False  # drained: close() need not drain again
         return [(ref.pts, ref) for ref in self._session.finish()]
 
     def batch(self, ref: Any, meta: FrameMeta) -> FrameBatch:

@@ -1,4 +1,5 @@
-"""Fixtures for the live source tests: a real detector at low resolution, and a driver that runs
+"""Fixtures for the live source tests (imported by tests/sources/test_live_*.py; not a conftest,
+whose module name would shadow tests/conftest.py for ``from conftest import ...``): a real detector at low resolution, and a driver that runs
 :meth:`LiveSource.produce` in a thread the way the pipeline's source worker does."""
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class LiveRun:
     stop: threading.Event
     frames: list = field(default_factory=list)
     shapes: list = field(default_factory=list)
+    inputs: list = field(default_factory=list)  # the first few ModelInputs (keep_inputs=)
     error: BaseException | None = None
     returned_at: float | None = None
     thread: threading.Thread | None = None
@@ -61,8 +63,8 @@ class LiveRun:
 
 @pytest.fixture
 def run_live(small_detector):
-    """``run_live(location_or_spec, options=LiveOptions(...), decoder="auto") -> LiveRun``, started;
-    every run is stopped at teardown."""
+    """``run_live(location_or_spec, options=LiveOptions(...), detector=None, keep_inputs=0,
+    **PipelineConfig_kwargs) -> LiveRun``, started; every run is stopped at teardown."""
     from vidpipe.pipeline_config import PipelineConfig, SourceState
     from vidpipe.sources.base import SourceContext
     from vidpipe.sources.live import LiveSource
@@ -72,20 +74,22 @@ def run_live(small_detector):
 
     runs: list[LiveRun] = []
 
-    def start(location, options=None, **config) -> LiveRun:
+    def start(location, options=None, *, detector=None, keep_inputs: int = 0, **config) -> LiveRun:
         options = options or LiveOptions()
         spec = location if isinstance(location, SourceSpec) else SourceSpec("live", str(location))
         source = LiveSource(spec, options)
         state = SourceState(spec, len(runs))
         stop = threading.Event()
-        ctx = SourceContext(small_detector, PipelineConfig(live=options, **config), stop, PipelineStats())
+        det = detector if detector is not None else small_detector
+        ctx = SourceContext(det, PipelineConfig(live=options, **config), stop, PipelineStats())
         run = LiveRun(source, state, stop)
 
         def body() -> None:
             try:
                 for inp, ready in source.produce(state, ctx):
-                    assert ready is None  # CPU
+                    assert (ready is None) == (det.device.type == "cpu")
                     run.shapes.append(tuple(inp.tensor.shape))
+                    run.inputs.append(inp) if len(run.inputs) < keep_inputs else None
                     run.frames.append((inp.frames[0], time.monotonic()))
             except BaseException as exc:  # noqa: BLE001 - recorded for the test
                 run.error = exc
