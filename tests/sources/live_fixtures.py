@@ -64,7 +64,7 @@ class LiveRun:
 @pytest.fixture
 def run_live(small_detector):
     """``run_live(location_or_spec, options=LiveOptions(...), detector=None, keep_inputs=0,
-    **PipelineConfig_kwargs) -> LiveRun``, started; every run is stopped at teardown."""
+    consume_s=0.0 (seconds the consumer spends per chunk), **PipelineConfig_kwargs) -> LiveRun``, started; every run is stopped at teardown."""
     from vidpipe.pipeline_config import PipelineConfig, SourceState
     from vidpipe.sources.base import SourceContext
     from vidpipe.sources.live import LiveSource
@@ -74,7 +74,8 @@ def run_live(small_detector):
 
     runs: list[LiveRun] = []
 
-    def start(location, options=None, *, detector=None, keep_inputs: int = 0, **config) -> LiveRun:
+    def start(location, options=None, *, detector=None, keep_inputs: int = 0, consume_s: float = 0.0,
+              **config) -> LiveRun:
         options = options or LiveOptions()
         spec = location if isinstance(location, SourceSpec) else SourceSpec("live", str(location))
         source = LiveSource(spec, options)
@@ -91,6 +92,8 @@ def run_live(small_detector):
                     run.shapes.append(tuple(inp.tensor.shape))
                     run.inputs.append(inp) if len(run.inputs) < keep_inputs else None
                     run.frames.append((inp.frames[0], time.monotonic()))
+                    if consume_s:
+                        time.sleep(consume_s)  # a slow consumer
             except BaseException as exc:  # noqa: BLE001 - recorded for the test
                 run.error = exc
             finally:

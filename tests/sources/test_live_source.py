@@ -237,6 +237,20 @@ def test_http_server_serving_one_client_is_opened_once(run_live, make_clip, tmp_
         log.close()
 
 
+def test_a_source_behind_real_time_drops_old_frames(run_live, make_clip):
+    """A consumer taking 0.2 s per frame of a 15 fps camera: frames are still all decoded, old ones
+    are dropped before conversion (counted), and what is delivered stays recent instead of
+    falling further and further behind (without the drop: ~4 s late by the end)."""
+    clip = make_clip(width=160, height=96, frames=75, fps=15, gop=15, bframes=0)
+    run = run_live(SourceSpec("file", str(clip.path)), LiveOptions(realtime=True), consume_s=0.2)
+    run.thread.join(15)
+    assert run.error is None
+    assert run.state.frames_in == 75 and run.state.drops > 20
+    assert len(run.frames) + run.state.drops == 75
+    lateness = [yielded - m.captured_mono for m, yielded in run.frames]
+    assert max(lateness) < 1.0, max(lateness)
+
+
 @pytest.fixture(scope="module")
 def cuda_detector():
     from vidpipe.api import build_detector

@@ -66,6 +66,10 @@ __all__ = ["LiveSource"]
 
 logger = logging.getLogger(__name__)
 
+#: a decoded frame older than this (seconds since its packet arrived) is dropped before conversion
+#: when more packets are already waiting: the source is behind real time
+LATE_S = 0.5
+
 
 class _Ended(Exception):
     """Internal: how a connection ended (``reason``; ``eof``: the input's clean end)."""
@@ -203,7 +207,10 @@ class LiveSource:
                             state.live_state = "live"
                             offline.back()
                         watchdog.frame()
-                        chunk = self._frame(dec, frame, pts, stamps, conn, state, ctx, scope, cuda_stream, to_input)
+                        late = reader.queue.qsize() > 0  # more packets wait: may skip an old frame
+                        chunk = self._frame(
+                            dec, frame, pts, stamps, conn, state, ctx, scope, cuda_stream, to_input, late=late
+                        )
                         if chunk is not None:
                             yield chunk
                 elif kind == "open":
@@ -272,16 +279,25 @@ class LiveSource:
         return dec, out
 
     def _frame(
-        self, dec, frame, pts, stamps, conn, state, ctx, scope, cuda_stream, to_input
+        self, dec, frame, pts, stamps, conn, state, ctx, scope, cuda_stream, to_input, *, late: bool = False
     ) -> "Chunk | None":
         """One decoded frame -> ``(ModelInput, ready_event)`` on the worker's CUDA stream, or
-        ``None`` for a frame ``frame_skip`` leaves out (it keeps its number: 0, N, 2N, ...)."""
+        ``None`` for a frame ``frame_skip`` leaves out (it keeps its number: 0, N, 2N, ...) or
+        one dropped because this source is behind: ``late`` (more packets are waiting) and the
+        frame arrived more than :data:`LATE_S` ago. Such a frame is decoded (the next ones need
+        it) but not converted or preprocessed, and counted in ``state.drops`` like the
+        pipeline's latest-wins drops, so a source that cannot keep up in real time stays
+        current instead of falling further behind."""
         stamp = stamps.frame(pts)
         index = self._next_index
         self._next_index += 1
+        now = time.monotonic()
         state.frames_in += 1
-        state.last_frame_at = time.monotonic()
+        state.last_frame_at = now
         if index % ctx.config.frame_skip:
+            return None
+        if late and now - stamp.mono > LATE_S:
+            state.drops += 1
             return None
         info = dec.info
         pts_s = None if pts is None else float(pts * info.time_base)
