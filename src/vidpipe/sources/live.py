@@ -15,7 +15,7 @@ reconnects, forever, at the capped pace of :mod:`vidpipe.sources.reconnect` (1, 
 are retried the same way. An offline camera is logged once (WARNING), then once a minute (INFO).
 
 ``state.live_state``: ``connecting`` (until the first connection opens), ``live`` (frames
-flowing), ``stalled`` (the watchdog fired; then ``reconnecting``), ``reconnecting`` (a connection
+flowing), ``stalled`` (the watchdog fired: waiting to reconnect), ``reconnecting`` (a connection
 was lost: waiting or trying again), ``stopped`` (the run stopped it, or a file played as a camera
 ended), ``failed``: only for errors retrying can never fix, raised to the pipeline: an FFmpeg
 without the URL's protocol (``srt://`` with PyAV's wheels), a missing webcam device, a missing
@@ -74,9 +74,9 @@ LATE_S = 0.5
 class _Ended(Exception):
     """Internal: how a connection ended (``reason``; ``eof``: the input's clean end)."""
 
-    def __init__(self, reason: str, *, eof: bool = False, frames: int = 0) -> None:
+    def __init__(self, reason: str, *, eof: bool = False, frames: int = 0, stalled: bool = False) -> None:
         super().__init__(reason)
-        self.reason, self.eof, self.frames = reason, eof, frames
+        self.reason, self.eof, self.frames, self.stalled = reason, eof, frames, stalled
 
 
 class LiveSource:
@@ -96,6 +96,7 @@ class LiveSource:
         self.target = live_target(spec)
         self._next_index = 0  # FrameMeta.index of the next decoded frame (running count, never repeats)
         self._kept = 0  # frames yielded
+        self._decode_s = 0.0  # codec time not yet added to the "decode" statistics
         self._fallback_logged = False
 
     @property
@@ -154,10 +155,16 @@ class LiveSource:
                 if ended.frames:
                     backoff.reset()
                 delay = backoff.next()
-                state.live_state = "reconnecting" if opened else "connecting"
+                state.live_state = "stalled" if ended.stalled else ("reconnecting" if opened else "connecting")
                 offline.failed(ended.reason, delay)
                 if wait(delay, ctx.stop):
                     break
+                if opened:
+                    state.live_state = "reconnecting"
+        except GeneratorExit:  # the pipeline closed this source (removed, or the run closing)
+            state.stopped = True
+            state.live_state = "stopped"
+            raise
         finally:
             if ctx.stop.is_set():
                 state.stopped = True
@@ -190,17 +197,18 @@ class LiveSource:
                 if conn is not None and watchdog.stalled():
                     state.stalls += 1
                     state.live_state = "stalled"
-                    quiet = watchdog.quiet_for()
-                    logger.warning("%s: stalled: no frame decoded for %.1f s; reconnecting", self.spec.name, quiet)
-                    raise _Ended(f"stalled: no frame decoded for {quiet:.1f} s", frames=frames)
+                    quiet = watchdog.quiet_for()  # logged by OfflineLog (once, then rarely)
+                    raise _Ended(f"stalled: no frame decoded for {quiet:.1f} s", frames=frames, stalled=True)
                 if item is None:
                     continue
                 kind = item[0]
                 if kind == "packet":
                     packet, stamp = item[1], item[2]
                     stamps.packet(packet.pts, stamp)
+                    t0 = time.perf_counter()
                     with scope:
                         dec, decoded = self._decode(dec, packet, state, conn, device)
+                    self._decode_s += time.perf_counter() - t0  # counted with the next frame
                     for pts, frame in decoded:
                         frames += 1
                         if frames == 1:
@@ -318,7 +326,8 @@ class LiveSource:
             t1 = time.perf_counter()
             inp = to_input(batch)
             ready = _ready_event(cuda_stream)
-        ctx.stats.add("decode", t1 - t0, 1)
+        ctx.stats.add("decode", t1 - t0 + self._decode_s, 1)
+        self._decode_s = 0.0
         ctx.stats.add("preprocess", time.perf_counter() - t1, 1)
         self._kept += 1
         return inp, ready

@@ -28,7 +28,7 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
 
-from vidpipe.errors import DecodeError, GpuFallbackError, UnsupportedError, VidpipeError
+from vidpipe.errors import DecodeError, GpuFallbackError, UnsupportedError
 from vidpipe.sources.redact import redact_text
 from vidpipe.types import FrameBatch, FrameMeta
 
@@ -206,8 +206,8 @@ def open_live_decoder(
     if device.type == "cuda" and choice in ("auto", "nvdec"):
         try:
             return NvdecLiveDecoder(conn, device)
-        except VidpipeError as exc:
-            why = redact_text(str(exc))
+        except Exception as exc:  # noqa: BLE001 - any NVDEC failure to start falls back (or raises, below)
+            why = redact_text(str(exc) or type(exc).__name__)
             if choice == "nvdec":
                 raise UnsupportedError(f"decoder='nvdec' cannot decode {conn.info.source}: {why}") from None
             if config.strict_gpu:
