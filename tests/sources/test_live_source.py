@@ -165,8 +165,10 @@ def test_file_played_at_its_own_rate(run_live, make_clip):
     assert [m.index for m in metas] == list(range(30))
     assert run.state.live_state == "stopped" and not run.state.stopped and run.state.frames_in == 30
     span = metas[-1].captured_mono - metas[0].captured_mono
-    assert 29 / 15 - 0.25 < span < 29 / 15 + 0.4, span  # paced, not as fast as it decodes
-    assert took < 29 / 15 + 2.0
+    assert 29 / 15 - 0.25 < span < 29 / 15 + 1.5, span  # paced, not as fast as it decodes (slack: busy CI)
+    assert took < 29 / 15 + 5.0
+    gaps = [b.captured_mono - a.captured_mono for a, b in zip(metas, metas[1:])]
+    assert sorted(gaps)[len(gaps) // 2] == pytest.approx(1 / 15, abs=0.02)  # median spacing: 15 fps
     assert all(m.captured_at is not None and m.camera_time is None for m in metas)
     assert [round(m.pts * 15) for m in metas] == list(range(30))
 
@@ -289,3 +291,66 @@ def test_pyav_live_decode_on_cuda(run_live, make_clip, cuda_detector):
     run.thread.join(20)
     assert run.error is None and len(run.frames) == 15
     assert all(i.tensor.device.type == "cuda" for i in run.inputs)
+
+
+def garbage_ts(path) -> bytes:
+    """An MPEG-TS whose H.264 stream is random bytes: packets, but nothing decodes."""
+    from fractions import Fraction
+
+    import av
+    import numpy as np
+
+    with av.open(str(path), "w") as out:
+        s = out.add_stream("h264", rate=15)
+        s.width, s.height, s.pix_fmt = 160, 96, "yuv420p"
+        s.time_base = Fraction(1, 90000)
+        rng = np.random.default_rng(0)
+        for i in range(45):
+            pkt = av.Packet(b"\x00\x00\x00\x01\x41" + rng.integers(0, 256, 800, dtype=np.uint8).tobytes())
+            pkt.stream, pkt.pts, pkt.dts, pkt.time_base = s, i * 6000, i * 6000, s.time_base
+            out.mux(pkt)
+    return path.read_bytes()
+
+
+def test_packets_that_decode_to_nothing_are_a_stall(run_live, tmp_path):
+    """An HTTP server (Python's) streaming MPEG-TS whose video never decodes: packets keep coming,
+    no frame does; the watchdog calls it stalled after stall_timeout and reconnects; the rejected
+    packets are counted as decode errors."""
+    import http.server
+    import threading
+
+    data = garbage_ts(tmp_path / "garbage.ts")
+    done = threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.send_header("Content-Type", "video/mp2t")
+            self.end_headers()
+            try:
+                while not done.is_set():
+                    for i in range(0, len(data), 188 * 20):
+                        self.wfile.write(data[i : i + 188 * 20])
+                        self.wfile.flush()
+                        time.sleep(0.02)
+            except OSError:
+                pass
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        run = run_live(f"http://127.0.0.1:{srv.server_address[1]}/cam.ts", LiveOptions(**{**FAST, "stall_timeout": 1.0}))
+        t0 = time.monotonic()
+        assert run.wait_for(lambda: run.state.stalls >= 1, 8), run.state
+        print(f"garbage stream: stalled {time.monotonic() - t0:.2f} s after the source started")
+        assert run.state.decode_errors > 5 and run.frames == [] and run.state.frames_in == 0
+        assert run.state.live_state in ("stalled", "reconnecting", "connecting")
+        run.close()
+    finally:
+        done.set()
+        srv.shutdown()
+        srv.server_close()

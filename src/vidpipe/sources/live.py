@@ -98,6 +98,7 @@ class LiveSource:
         self._kept = 0  # frames yielded
         self._decode_s = 0.0  # codec time not yet added to the "decode" statistics
         self._fallback_logged = False
+        self._decode_warned = False
 
     @property
     def live(self) -> bool:
@@ -283,7 +284,11 @@ class LiveSource:
             dec = PyAVLiveDecoder(conn, device, f"NVDEC failed mid-stream ({why}); PyAV on the CPU")
             state.decoder, state.decoder_reason = dec.name, dec.reason
             return dec, dec.decode(packet)
-        state.decode_errors += dec.errors - before
+        if dec.errors > before:
+            state.decode_errors += dec.errors - before
+            if not self._decode_warned:  # once per stream, not per connection
+                self._decode_warned = True
+                logger.warning("%s: the decoder rejected a packet (%s); going on", self.spec.name, dec.last_error)
         return dec, out
 
     def _frame(

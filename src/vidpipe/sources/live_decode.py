@@ -59,7 +59,8 @@ class PyAVLiveDecoder:
         cc.thread_count = 2
         self._cc = cc
         self._rgb: Any = None
-        self.errors = 0
+        self.errors = 0  # packets rejected (the live source logs the first one per stream)
+        self.last_error: str | None = None
 
     def decode(self, packet: Any) -> list[tuple[int | None, Any]]:
         import av
@@ -68,8 +69,7 @@ class PyAVLiveDecoder:
             frames = self._cc.decode(packet)
         except av.error.FFmpegError as exc:
             self.errors += 1
-            if self.errors == 1:
-                logger.warning("%s: PyAV rejected a packet (%s); going on", self.info.source, redact_text(str(exc)))
+            self.last_error = redact_text(str(getattr(exc, "strerror", None) or exc))
             return []
         return [(f.pts, f) for f in frames]
 
@@ -139,6 +139,7 @@ class NvdecLiveDecoder:
         self._started = False  # decoding starts at the first keyframe
         self._deep = info.bit_depth > 8
         self.errors = 0
+        self.last_error: str | None = None
 
     def decode(self, packet: Any) -> list[tuple[int | None, Any]]:
         from vidpipe.types import Packet
@@ -151,7 +152,7 @@ class NvdecLiveDecoder:
                 data = self._annexb.convert(data, start=not self._started)
         except DecodeError as exc:
             self.errors += 1
-            logger.debug("%s: damaged packet: %s", self.info.source, exc)
+            self.last_error = str(exc)
             return []
         self._started = True
         refs = self._session.feed(
