@@ -294,7 +294,8 @@ def test_pyav_live_decode_on_cuda(run_live, make_clip, cuda_detector):
 
 
 def garbage_ts(path) -> bytes:
-    """An MPEG-TS whose H.264 stream is random bytes: packets, but nothing decodes."""
+    """An MPEG-TS whose H.264 packets are IDR NAL headers followed by random bytes (keyframes to
+    the demuxer's parser): packets, but nothing decodes."""
     from fractions import Fraction
 
     import av
@@ -306,8 +307,9 @@ def garbage_ts(path) -> bytes:
         s.time_base = Fraction(1, 90000)
         rng = np.random.default_rng(0)
         for i in range(45):
-            pkt = av.Packet(b"\x00\x00\x00\x01\x41" + rng.integers(0, 256, 800, dtype=np.uint8).tobytes())
+            pkt = av.Packet(b"\x00\x00\x00\x01\x65" + rng.integers(0, 256, 800, dtype=np.uint8).tobytes())
             pkt.stream, pkt.pts, pkt.dts, pkt.time_base = s, i * 6000, i * 6000, s.time_base
+            pkt.is_keyframe = True  # flagged as keyframes: what follows them is garbage
             out.mux(pkt)
     return path.read_bytes()
 

@@ -61,13 +61,20 @@ class PyAVLiveDecoder:
         self._rgb: Any = None
         self.errors = 0  # packets rejected (the live source logs the first one per stream)
         self.last_error: str | None = None
+        self._keyed = False  # a keyframe packet was fed
 
     def decode(self, packet: Any) -> list[tuple[int | None, Any]]:
+        """Decode one packet. Every packet is fed (a stream that never flags keyframes still
+        decodes), but errors before the connection's first keyframe are not counted: joining a
+        stream mid-GOP (RTMP servers start there) makes them, they are not damage."""
         import av
 
+        self._keyed = self._keyed or bool(packet.is_keyframe)
         try:
             frames = self._cc.decode(packet)
         except av.error.FFmpegError as exc:
+            if not self._keyed:
+                return []
             self.errors += 1
             self.last_error = redact_text(str(getattr(exc, "strerror", None) or exc))
             return []
