@@ -90,6 +90,8 @@ def test_rtsp_frames_with_capture_times(start_server, run_live, transport):
     # RTCP sender reports give the camera's clock (GStreamer's: this machine's wall clock)
     assert run.wait_for(lambda: any(m.camera_time for m, _ in run.frames), 8), "no RTCP sender report"
     stamped = [m for m, _ in run.frames if m.camera_time is not None]
+    lag = [m.captured_at - m.camera_time for m in stamped]
+    print(f"rtsp/{transport}: receipt - camera time {min(lag) * 1000:.1f}..{max(lag) * 1000:.1f} ms")
     for m in stamped:
         assert -0.05 < m.captured_at - m.camera_time < 1.0, (m.captured_at, m.camera_time)
     assert all(m.source == srv.url("cam0") for m in metas)

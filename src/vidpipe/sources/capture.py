@@ -8,8 +8,10 @@ matches no packet, e.g. one without a timestamp, gets the newest packet's stamp)
 ``camera_time``: RTSP streams whose server sends RTCP sender reports give FFmpeg the NTP time of
 their timestamps' origin (``AVFormatContext.start_time_realtime``, which PyAV exposes as
 ``container.start_time_realtime``, µs; set once the first report arrives, typically within a
-few seconds). A frame's camera time is then that origin plus its ``pts`` in seconds. Frames
-before the first report, and streams without reports (RTMP, HTTP, webcams, files), get ``None``.
+few seconds). A frame's camera time is then that origin plus its ``pts`` in seconds. The origin
+is read when each packet arrives (in the reader thread, :attr:`Stamp.epoch`): FFmpeg rebases
+the timestamps of the packets after the first report on it, so frames whose packets came before
+it, and streams without reports (RTMP, HTTP, webcams, files), get ``None``.
 """
 
 from __future__ import annotations
@@ -23,14 +25,17 @@ __all__ = ["Stamp", "CaptureStamps", "now_stamp", "camera_time"]
 
 @dataclass(frozen=True, slots=True)
 class Stamp:
-    """When a packet was received: ``wall`` (UTC epoch seconds) and ``mono`` (time.monotonic())."""
+    """When a packet was received: ``wall`` (UTC epoch seconds) and ``mono`` (time.monotonic()),
+    and the RTCP origin of its timestamp known at that moment (``epoch``, UTC seconds, or
+    ``None``: no sender report yet, so the packet's timestamp is not yet on the camera's clock)."""
 
     wall: float
     mono: float
+    epoch: float | None = None
 
 
-def now_stamp() -> Stamp:
-    return Stamp(time.time(), time.monotonic())
+def now_stamp(epoch: float | None = None) -> Stamp:
+    return Stamp(time.time(), time.monotonic(), epoch)
 
 
 def camera_time(epoch: float | None, pts: float | None) -> float | None:

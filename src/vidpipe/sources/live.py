@@ -323,7 +323,7 @@ class LiveSource:
             width=getattr(frame, "width", None) or info.width,
             captured_at=stamp.wall,
             captured_mono=stamp.mono,
-            camera_time=camera_time(conn.camera_epoch(), pts_s),
+            camera_time=camera_time(stamp.epoch, pts_s),
         )
         with scope:
             t0 = time.perf_counter()

@@ -120,6 +120,7 @@ class PacketReader:
         from vidpipe.decode.probe import read_packets, to_fraction
 
         pacer = Pacer() if self.paced else None
+        rtcp = conn.camera_epoch if self.target.scheme in ("rtsp", "rtsps") else None
         tb = to_fraction(conn.stream.time_base)
         first: int | None = None
         try:
@@ -130,7 +131,7 @@ class PacketReader:
                         first = ts
                     if pacer.pace(None if ts is None else float((ts - first) * tb), self.cancel, self.stop):
                         return
-                stamp: Stamp = now_stamp()
+                stamp: Stamp = now_stamp(rtcp() if rtcp is not None else None)
                 self.packets += 1
                 if not self._put(("packet", packet, stamp)):
                     return
