@@ -177,7 +177,7 @@ class FrameReader:
     @property
     def table(self) -> FrameTable:
         if self._table is None:
-            self._table = scan_frames(self.info.source)
+            self._table = scan_frames(self.info.location)
         return self._table
 
     def __len__(self) -> int:
@@ -209,7 +209,7 @@ class FrameReader:
         from vidpipe.decode.probe import discard_other_streams, open_input
 
         self.close()
-        self._container, self._stream = open_input(self.info.source)
+        self._container, self._stream = open_input(self.info.location)
         discard_other_streams(self._container, self._stream)
         self._stream.codec_context.thread_type = "AUTO"
         self._stream.codec_context.thread_count = 0
