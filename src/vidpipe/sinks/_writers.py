@@ -61,8 +61,11 @@ SourceOf = Callable[[str], str]
 
 
 def format_utc(seconds: float) -> str:
-    """UTC epoch seconds as ISO 8601 with milliseconds and a ``Z``: ``2026-11-26T10:15:02.123Z``."""
-    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """UTC epoch seconds as ISO 8601 with milliseconds (rounded, as Parquet's ms timestamps) and a
+    ``Z``: ``2026-11-26T10:15:02.123Z``."""
+    ms = int(round(seconds * 1000))
+    t = datetime.fromtimestamp(ms // 1000, timezone.utc).replace(microsecond=(ms % 1000) * 1000)
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _latency_ms(captured_mono: float | None, now: float) -> float | None:

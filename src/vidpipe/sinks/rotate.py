@@ -45,7 +45,9 @@ def _label(start: float, period_s: float) -> str:
     t = datetime.fromtimestamp(start, timezone.utc)
     if period_s >= 3600 and period_s % 3600 == 0:
         return t.strftime("%Y-%m-%dT%H")
-    return t.strftime("%Y-%m-%dT%H-%M-%S")  # sub-hour periods (tests)
+    if period_s >= 1 and period_s % 1 == 0:
+        return t.strftime("%Y-%m-%dT%H-%M-%S")  # sub-hour periods (tests)
+    return t.strftime("%Y-%m-%dT%H-%M-%S") + f".{t.microsecond // 1000:03d}"
 
 
 def rotated_path(path: str | os.PathLike[str], start: float, *, period_s: float = 3600.0) -> Path:
