@@ -291,6 +291,8 @@ def test_cli_end_to_end_never_shows_the_password(served, tmp_path, debug):
         assert words in p.stderr
     rows = list(csv.DictReader(out.open()))
     assert rows, "no detections: the clip should have some"
+    # an http:// input is live: the table has the capture-time columns (filled by the live sources)
+    assert list(rows[0])[-2:] == ["captured_at", "latency_ms"]
     assert {r["source"] for r in rows} == {f"http://***@127.0.0.1:{served.port}/clip.ts"}
     meta_text = (tmp_path / "dets.csv.meta.json").read_text()
     assert_clean(out.read_text(), "table")

@@ -91,11 +91,12 @@ class Outputs:
         self._single: "Sink | None" = None
         if spec.mode == "stdout":
             fmt = "jsonl" if spec.format == "auto" else spec.format
-            self._single = TableSink("<stdout>", format=fmt, names=names, stream=sys.stdout)  # type: ignore[arg-type]
+            self._single = TableSink(
+                "<stdout>", format=fmt, names=names, stream=sys.stdout, capture_times=self._live_run()  # type: ignore[arg-type]
+            )
         elif spec.mode == "single":
             self._single = make_sink(
-                spec.path, names=names, format=spec.format, rotate=spec.rotate,
-                capture_times=any(self._is_live(i) for i in range(len(det_run.states))),
+                spec.path, names=names, format=spec.format, rotate=spec.rotate, capture_times=self._live_run()
             )
         # input order in a single table: the input being written, and the rows held for later ones
         self._current = 0
