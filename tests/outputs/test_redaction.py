@@ -300,3 +300,17 @@ def test_cli_end_to_end_never_shows_the_password(served, tmp_path, debug):
     meta = json.loads(meta_text)
     assert meta["sources"][0]["source"].startswith("http://***@")
     assert len(meta["summary"]["sources"]) == 5
+
+
+def test_importing_vidpipe_leaves_logging_alone():
+    """No filter, handler or level is installed at import: only opening a URL guards the
+    ``libav`` loggers, and only the CLI configures handlers."""
+    code = (
+        "import logging, vidpipe, vidpipe.decode.probe, vidpipe.sinks, vidpipe.sources.redact;"
+        "names = ['libav', 'libav.rtsp', 'libav.http', 'vidpipe'];"
+        "print([(len(logging.getLogger(n).filters), len(logging.getLogger(n).handlers)) for n in names],"
+        " len(logging.getLogger().handlers))"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[(0, 0), (0, 0), (0, 0), (0, 0)] 0"
