@@ -12,10 +12,11 @@ A batch is ready when
 
 Chunks are taken **round-robin** across sources, one chunk per source per round, continuing
 after the source that was served last, so a busy source cannot delay the others by more than
-its share. A deadline-triggered batch starts with the source of the oldest chunk. Chunks of
-another input shape than the batch's first (inputs of another aspect ratio with ``rect``
-letterboxing) and chunks that would overflow ``batch_size`` wait for a later batch; a source's
-chunks leave in order.
+its share. A deadline-triggered batch starts with the source of the oldest chunk. The last chunk
+of a full batch may be split (its other frames stay at the head of its queue), so batches are
+full whenever enough frames wait. Chunks of another input shape than the batch's first (inputs
+of another aspect ratio with ``rect`` letterboxing) wait for a later batch; a source's frames
+leave in order.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ class Batcher:
     def _timeout_locked(self) -> float | None:
         if self.batch_timeout is not None:
             return self.batch_timeout
-        intervals = [q.interval for q in self._queues if q.live and not q.closed]
+        intervals = [q.interval for q in self._queues if q.live]
         if not intervals and not any(q.live for q in self._queues):
             return None
         measured = [i for i in intervals if i is not None]
@@ -152,6 +153,8 @@ class Batcher:
                     arrivals, quiet_since = seen, now
                 timeout = self._timeout_locked()
                 batch, full = self._form(start=self._next)
+                if batch and not full and (start := self._full_start()) is not None:
+                    batch, full = self._form(start=start)
                 if not batch:
                     if not self.keep_alive and all(q.done for q in self._queues):
                         return END
@@ -184,15 +187,16 @@ class Batcher:
     def _arrivals_locked(self) -> int:
         return sum(q.puts for q in self._queues) + sum(1 for q in self._queues if q.done)
 
-    def _form(self, *, start: int) -> "tuple[list[tuple[int, QueuedChunk]], bool]":
-        """Chunks of one batch, round-robin from queue ``start``: ``[(queue index, chunk)]`` in
-        batch order, and whether the batch is full. Nothing is taken off the queues."""
+    def _form(self, *, start: int) -> "tuple[list[tuple[int, QueuedChunk, int]], bool]":
+        """The chunks of one batch, round-robin from queue ``start``: ``[(queue index, chunk,
+        frames taken)]`` in batch order (the last chunk of a full batch may be taken in part), and
+        whether the batch is full. Nothing is taken off the queues."""
         qs = self._queues
         n_q = len(qs)
         if not n_q:
             return [], False
         shape = None
-        taken: list[tuple[int, QueuedChunk]] = []
+        taken: list[tuple[int, QueuedChunk, int]] = []
         depth = [0] * n_q  # chunks taken from each queue so far
         open_ = [True] * n_q  # the queue may still give a chunk to this batch
         n = 0
@@ -207,25 +211,41 @@ class Batcher:
                 c = q.chunks[depth[i]]
                 if shape is None:
                     shape = c.shape
-                if c.shape != shape or (taken and n + len(c) > self.batch_size):
+                if c.shape != shape:
                     open_[i] = False  # its next chunk waits: a source's order is kept
                     continue
-                taken.append((i, c))
+                m = min(len(c), self.batch_size - n)
+                taken.append((i, c, m))
                 depth[i] += 1
-                n += len(c)
+                n += m
                 progress = True
                 if n >= self.batch_size:
                     break
         return taken, n >= self.batch_size
 
-    def _take(self, batch: "list[tuple[int, QueuedChunk]]") -> "list[QueuedChunk]":
-        """Pop the chunks of ``batch`` off their queues; the next batch starts after the queue
-        served last."""
+    def _full_start(self) -> int | None:
+        """A queue to start from for a full batch when the round-robin start gives none (inputs of
+        several shapes): the first, from the round-robin position, whose next chunk's shape has
+        ``batch_size`` frames waiting."""
+        frames: dict[tuple, int] = {}
+        for q in self._queues:
+            for c in q.chunks:
+                frames[c.shape] = frames.get(c.shape, 0) + len(c)
+        n_q = len(self._queues)
+        for k in range(n_q):
+            i = (self._next + k) % n_q
+            q = self._queues[i]
+            if q.chunks and frames[q.chunks[0].shape] >= self.batch_size:
+                return i
+        return None
+
+    def _take(self, batch: "list[tuple[int, QueuedChunk, int]]") -> "list[QueuedChunk]":
+        """Take the chunks of ``batch`` off their queues (a chunk taken in part leaves its other
+        frames at the head of its queue); the next batch starts after the queue served last."""
         out = []
-        for i, c in batch:
-            popped = self._queues[i]._pop()
-            assert popped is c  # internal invariant: _form looked at the queue heads in order
-            out.append(c)
+        for i, c, m in batch:
+            q = self._queues[i]
+            out.append(q._pop() if m == len(c) else q._pop_part(m))
         if batch and self._queues:
             self._next = (batch[-1][0] + 1) % len(self._queues)
         return out

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from vidpipe.pipeline_config import SourceState
     from vidpipe.types import ModelInput
 
-__all__ = ["QueuedChunk", "SourceQueue"]
+__all__ = ["QueuedChunk", "SourceQueue", "split_input"]
 
 #: how long a blocked worker waits between checks of its stop flag (seconds)
 _POLL_S = 0.1
@@ -56,6 +56,16 @@ class QueuedChunk:
     def shape(self) -> tuple:
         """``(3, H, W)``: chunks batch together only when this matches."""
         return tuple(self.inp.tensor.shape[1:])
+
+
+def split_input(inp: "ModelInput", m: int) -> "tuple[ModelInput, ModelInput]":
+    """``inp``'s first ``m`` rows and the others (views: no copy), ``0 < m < len(inp)``."""
+    from vidpipe.types import ModelInput
+
+    return (
+        ModelInput(inp.tensor[:m], inp.frames[:m], inp.scale[:m], inp.pad[:m]),
+        ModelInput(inp.tensor[m:], inp.frames[m:], inp.scale[m:], inp.pad[m:]),
+    )
 
 
 class SourceQueue:
@@ -137,6 +147,16 @@ class SourceQueue:
         self.frames -= len(c)
         self._space.notify_all()
         return c
+
+    def _pop_part(self, m: int) -> QueuedChunk:
+        """The first ``m`` frames of the head chunk (views of its tensors); the rest stay queued
+        with the same ready event and queue time."""
+        c = self.chunks[0]
+        head, rest = split_input(c.inp, m)
+        self.chunks[0] = QueuedChunk(c.stream_id, rest, c.ready, c.at)
+        self.frames -= m
+        self._space.notify_all()
+        return QueuedChunk(c.stream_id, head, c.ready, c.at)
 
     def _close(self) -> int:
         """Refuse further puts and discard what is queued; returns the frames discarded."""
