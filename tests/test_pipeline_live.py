@@ -14,6 +14,7 @@ import time
 from collections import Counter
 
 import pytest
+from conftest import device_params
 from paced_source import PacedFileSource
 
 from vidpipe.pipeline import DetectionRun, PipelineConfig
@@ -237,5 +238,45 @@ def test_status_schema_and_redaction(detector, cam, make_clip):
     assert file_s["kind"] == "file" and file_s["state"] is None and file_s["latency_ms"]["count"] == 0
     assert file_s["latency_ms"]["p50"] is None
     assert status["stats"]["latency_ms"]["count"] >= 10
+    assert list(status["stats"]["stream_latency_ms"]) == ["0"]  # the file has no capture times
     for s in status["streams"]:
         assert isinstance(s["fps"], float) and isinstance(s["frames"], int)
+
+
+@pytest.mark.parametrize("device", device_params())
+def test_split_chunks_and_a_camera_keep_every_frame(make_clip, device):
+    """Two files whose chunks get split across batches and a paced camera (on a GPU: worker CUDA
+    streams, ready events, the post stream, the CUDA graph at batch 8); every file frame once, in
+    order, with the detections of each file run alone."""
+    from vidpipe.api import build_detector
+
+    det = build_detector("yolov3-tiny", device=device, imgsz=160)
+    a = make_clip(width=320, height=240, frames=23, fps=10, gop=5, pattern="boxes")
+    b = make_clip(width=320, height=240, frames=41, fps=25, gop=12, pattern="bars")
+    cam = make_clip(**CAM)
+
+    def alone(path):
+        run = DetectionRun([SourceSpec("file", str(path))], det, PipelineConfig(batch_size=8, results_on_host=True))
+        return {r.index: len(r.detections) for r in run}
+
+    ref = {0: alone(a.path), 1: alone(b.path)}
+    run = DetectionRun(
+        [SourceSpec("file", str(a.path)), PacedFileSource(cam.path, fps=30, max_frames=30, loop=False),
+         SourceSpec("file", str(b.path))],
+        det, PipelineConfig(batch_size=8, results_on_host=True),
+    )
+    seen: dict[int, list[int]] = {0: [], 1: [], 2: []}
+    dets: dict[int, dict[int, int]] = {0: {}, 2: {}}
+    for batch in run.batches():
+        assert len(batch) <= 8
+        for r in batch:
+            seen[r.stream_id].append(r.index)
+            if r.stream_id != 1:
+                dets[r.stream_id][r.index] = len(r.detections)
+    assert seen[0] == list(range(23)) and seen[2] == list(range(41))
+    assert seen[1] == sorted(set(seen[1])) and len(seen[1]) > 0
+    assert [s.status for s in run.summary().sources] == ["ok", "ok", "ok"]
+    for sid, want in ((0, ref[0]), (2, ref[1])):
+        total, got = sum(want.values()), sum(dets[sid].values())
+        assert abs(got - total) <= max(2, 0.05 * total), (sid, got, total)
+    assert run.get_stats()["stream_latency_ms"]["1"]["count"] == len(seen[1])

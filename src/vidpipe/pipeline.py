@@ -352,9 +352,13 @@ class DetectionRun:
     def get_stats(self) -> dict[str, Any]:
         """Live statistics: fps, per-stage ms per frame, CPU %, GPU memory, NVDEC/GPU utilisation,
         device->host bytes per frame (see :class:`vidpipe.stats.PipelineStats`), and the
-        capture-to-result latency of live results (``latency_ms``: p50, p99, count, all streams)."""
+        capture-to-result latency of live results in milliseconds: ``latency_ms`` (p50, p99,
+        count; all streams) and ``stream_latency_ms`` (the same per stream id, streams with a
+        capture time only)."""
         out = self.stats.snapshot()
         out["latency_ms"] = self.meters.overall().latency()
+        per = {str(st.stream_id): self.meters.meter(st.stream_id).latency() for st in list(self.states)}
+        out["stream_latency_ms"] = {k: v for k, v in per.items() if v["count"]}
         return out
 
     @property
