@@ -124,10 +124,12 @@ class DetectionRun:
             self.states.append(state)
             try:
                 source = source if source is not None else make_source(spec, self.config)
-            except VidpipeError as exc:
+            except Exception as exc:  # noqa: BLE001 - one input that cannot be read must not stop the others
+                known = isinstance(exc, VidpipeError)
+                error = str(exc) if known else f"{spec.name}: unexpected {type(exc).__name__}: {exc}"
                 self._kinds[state.stream_id] = "live" if is_live_spec(spec, self.config) else spec.kind
-                state.status, state.error, state.finished = "failed", str(exc), True
-                logger.error("%s", exc, extra=SOURCE_ERROR_LOG)
+                state.status, state.error, state.finished = "failed", error, True
+                logger.error("%s", error, exc_info=not known, extra=SOURCE_ERROR_LOG)
                 return state
             live = bool(source.live)
             self._kinds[state.stream_id] = "live" if live else spec.kind

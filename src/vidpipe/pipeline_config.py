@@ -89,7 +89,7 @@ class SourceState:
 
     spec: "SourceSpec"
     stream_id: int
-    status: str = "pending"  # pending | running | ok | partial | failed
+    status: str = "pending"  # pending | running | ok | partial | failed | skipped | removed
     frames: int = 0  # frames whose results were yielded
     produced: int = 0  # frames preprocessed and queued by the worker
     detections: int = 0
