@@ -79,7 +79,8 @@ def detect(
             ONNX ``.onnx``, TorchScript ``.pt``/``.torchscript``, torch.export ``.pt2``, ...), or a
             loaded model.
         device: ``"auto" | "cpu" | "cuda" | "cuda:N"``; everything runs there.
-        decoder: ``"auto" | "nvdec" | "pyav" | "dali"`` for videos.
+        decoder: ``"auto" | "nvdec" | "pyav" | "dali"`` for videos, or the name of a backend added
+            with :func:`vidpipe.decode.registry.register_backend`.
         batch_size: frames per model call.
         frame_skip: keep every N-th frame; ``max_frames``, ``start``, ``end`` (seconds) limit the
             frames per video.

@@ -1,5 +1,5 @@
 """What a detection run is asked to do (:class:`PipelineConfig`) and where each of its inputs
-stands (:class:`SourceState`); used by :mod:`vidpipe.pipeline` and :mod:`vidpipe.producers`."""
+stands (:class:`SourceState`); used by :mod:`vidpipe.pipeline` and the sources (:mod:`vidpipe.sources`)."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ class SourceState:
 
     spec: "SourceSpec"
     stream_id: int
-    status: str = "pending"  # pending | running | ok | partial | failed
+    status: str = "pending"  # pending | running | ok | partial | failed | skipped | removed
     frames: int = 0  # frames whose results were yielded
     produced: int = 0  # frames preprocessed and queued by the worker
     detections: int = 0
