@@ -116,7 +116,8 @@ def test_six_cameras_all_run_with_four_slots(detector, cam):
 
     per = latencies_while(run, until, timeout=30)
     assert sorted(per) == list(range(6)) and all(len(v) >= 3 for v in per.values()), {k: len(v) for k, v in per.items()}
-    assert all(st.status == "partial" and st.stopped for st in run.states)
+    # a live stream's normal end is the run stopping it: ok, with how it ended
+    assert all(st.status == "ok" and st.stopped and "stopped by the run" in st.extra["ended"] for st in run.states)
 
 
 @pytest.mark.parametrize("keep_alive", [False, True])
@@ -143,7 +144,7 @@ def test_close_from_another_thread_ends_iteration_within_a_second(detector, cam,
     assert ended - closed_at[0] < 1.0, ended - closed_at[0]
     left = [th.name for th in threading.enumerate() if th.ident not in before and th.name.startswith("vidpipe")]
     assert not left
-    assert run.summary().sources[0].status == "partial"
+    assert run.summary().sources[0].status == "ok"  # a live stream ends when the run ends it
     assert run.summary().frames == n  # counted = received, nothing after close
 
 
@@ -280,3 +281,22 @@ def test_split_chunks_and_a_camera_keep_every_frame(make_clip, device):
         total, got = sum(want.values()), sum(dets[sid].values())
         assert abs(got - total) <= max(2, 0.05 * total), (sid, got, total)
     assert run.get_stats()["stream_latency_ms"]["1"]["count"] == len(seen[1])
+
+
+def test_live_stream_ends_ok_when_the_run_ends_it_and_failed_when_it_never_delivered(detector, cam):
+    """A camera's normal end is the run stopping it (ok, how it ended in extra); a camera that
+    never delivered a frame (a port nobody listens on: the real live reader keeps retrying) is
+    failed with the reason, while the other camera runs."""
+    import socket
+
+    with socket.socket() as s:  # a free port, closed again: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dead = SourceSpec("live", f"rtsp://user:secret@127.0.0.1:{port}/cam")
+    config = PipelineConfig(batch_size=8, live=LiveOptions(open_timeout=1, read_timeout=1))
+    run = DetectionRun([PacedFileSource(cam.path), dead], detector, config)
+    latencies_while(run, lambda per, batch: len(per.get(0, ())) >= 10, timeout=30)
+    good, bad = run.summary().sources
+    assert good.status == "ok" and good.frames >= 10 and "stopped by the run" in good.extra["ended"]
+    assert bad.status == "failed" and "no frame received" in bad.error and "secret" not in bad.error
+    assert "refused" in bad.error.lower() or "connection" in bad.error.lower(), bad.error  # the last reason

@@ -318,6 +318,16 @@ class DetectionRun:
             if st.status == "pending":
                 st.status = "skipped"
                 st.error = st.error or f"{st.spec.name}: the run stopped before this input started"
+            elif st.live_state is not None and st.status in ("running", "ok") and st.error is None:
+                # a live stream never ends by itself: the run ending it is its normal end, and
+                # the frames still queued then are dropped like any other (latest wins)
+                if st.frames_in == 0:
+                    st.status = "failed"
+                    why = st.extra.get("last_error")
+                    st.error = f"{st.spec.name}: no frame received before the run stopped" + (f" ({why})" if why else "")
+                else:
+                    st.status = "ok"
+                    st.extra["ended"] = f"live stream stopped by the run after {st.frames} frames"
             elif st.status == "running" or (st.status == "ok" and (st.stopped or st.frames < st.produced)):
                 # "ok" means the worker read its input to the end; the source is complete when,
                 # in addition, every frame it produced was yielded.

@@ -158,6 +158,7 @@ class LiveSource:
                 delay = backoff.next()
                 state.live_state = "stalled" if ended.stalled else ("reconnecting" if opened else "connecting")
                 offline.failed(ended.reason, delay)
+                state.extra["last_error"] = redact_text(str(ended.reason))
                 if wait(delay, ctx.stop):
                     break
                 if opened:
