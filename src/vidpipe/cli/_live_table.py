@@ -59,7 +59,8 @@ def format_table(status: Mapping[str, Any], *, width: int = 100) -> list[str]:
     total = sum(float(s.get("fps") or 0.0) for s in streams)
     lines = [f"vidpipe: {len(streams)} stream{'s' * (len(streams) != 1)}, {total:.1f} fps, "
              f"up {_uptime(float(status.get('uptime_s') or 0.0))}"]  # fmt: skip
-    name_w = max(10, min(_COLUMNS[0][1] + 16, max((len(_label(s)) for s in streams), default=6)))
+    rest = sum(w + 2 for _, w, _ in _COLUMNS[1:])  # the other columns and their gaps
+    name_w = max(10, min(width - rest, max((len(_label(s)) for s in streams), default=6)))
     cols = ((_COLUMNS[0][0], name_w, "<"),) + _COLUMNS[1:]
 
     def row(cells: list[str]) -> str:
