@@ -1,39 +1,51 @@
-"""Stage wiring: source workers -> bounded queue -> batched inference -> per-frame results.
+"""Stage wiring: sources -> per-source bounded queues -> batcher -> batched inference -> results.
 
 Threads:
 
-- one *source worker* per open input (at most ``max_open_sources`` at a time) demuxes, decodes and
-  preprocesses its frames into :class:`~vidpipe.types.ModelInput` chunks, on its own CUDA stream
-  when the device is a GPU, and puts them on one bounded queue (backpressure: a file never drops a
-  frame, a worker simply waits);
-- the *consumer* (the thread iterating :class:`DetectionRun`) merges chunks from any sources into
-  batches of ``batch_size``, runs the detector and yields one :class:`~vidpipe.types.FrameResult`
-  per frame. Per source, results come out in frame order because each source has one worker and
-  the queue is FIFO.
+- one *worker* per source (:mod:`vidpipe.pipeline_workers`) runs its
+  :class:`~vidpipe.sources.base.Source` (a file, an image folder, a live stream: made by
+  :func:`~vidpipe.sources.factory.make_source`), which decodes and preprocesses frames into
+  :class:`~vidpipe.types.ModelInput` chunks on its own CUDA stream when the device is a GPU, and
+  puts them on the source's own bounded queue (:mod:`vidpipe.batching.queues`: a file waits when
+  it is full, every frame is kept; a live stream drops its oldest chunk, latest wins, counted).
+  At most ``max_open_sources`` finite sources run at once; live sources start at once;
+- the *consumer* (the thread iterating :class:`DetectionRun`) takes batches from the batcher
+  (:mod:`vidpipe.batching.batcher`: full, or a deadline, round-robin across sources), runs the
+  detector with one batch in flight and yields one :class:`~vidpipe.types.FrameResult` per frame.
+  Per source, results come out in frame order.
 
-A failing source is recorded (status ``failed`` or ``partial``) and never stops the others. Closing
-the run (or leaving a ``with`` block, or Ctrl-C) stops the workers and joins them.
+A failing source is recorded (status ``failed`` or ``partial``) and never stops the others.
+Sources can be added and removed while the run goes on. :meth:`DetectionRun.stop` ends the run
+keeping the batch being detected; :meth:`DetectionRun.close` (any thread, a ``with`` block, or
+Ctrl-C) ends it at once, stops the workers and joins them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import queue
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vidpipe.errors import VidpipeError
+from vidpipe.batching.batcher import END, Batcher
+from vidpipe.errors import ConfigError, SourceError, VidpipeError
+from vidpipe.latency import Meters
 from vidpipe.pipeline_config import SOURCE_ERROR_LOG, PipelineConfig, SourceState
+from vidpipe.pipeline_infer import Inference
+from vidpipe.pipeline_workers import SourceWorker
 from vidpipe.stats import PipelineStats
-from vidpipe.types import FrameResult, ModelInput
+from vidpipe.types import FrameResult
 
 if TYPE_CHECKING:
     import torch
 
     from vidpipe.models.detector import Detector
+    from vidpipe.pipeline_infer import _InFlight
+    from vidpipe.sources.base import Source
     from vidpipe.sources.spec import SourceSpec
     from vidpipe.summary import RunSummary
 
@@ -41,53 +53,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["DetectionRun", "PipelineConfig", "SourceState", "SOURCE_ERROR_LOG"]
 
-
-@dataclass
-class _Chunk:
-    stream_id: int
-    inp: ModelInput
-    ready: Any = None  # torch.cuda.Event recorded on the worker's stream, or None
-
-
-@dataclass
-class _InFlight:
-    """A batch whose model is queued: its input, raw output and the event after the model."""
-
-    inp: ModelInput
-    raw: Any
-    done: Any
-
-
-def _warm_preprocessing(device: Any, detector: "Detector") -> None:
-    """Compile the fused NV12 preprocessing kernels (Triton) before the clock starts; a failure
-    here only means the first real batch pays for it."""
-    try:
-        import torch
-
-        from vidpipe.ops.fused import yuv_letterbox
-        from vidpipe.types import ColorSpec, FrameBatch, FrameMeta
-
-        nv12 = torch.full((1, 96, 64), 128, dtype=torch.uint8, device=device)
-        batch = FrameBatch(nv12, (FrameMeta("<warm-up>", 0, 0, None, 64, 64),), "nv12", ColorSpec("bt709", "limited"))
-        yuv_letterbox(batch, detector.input_size, dtype=detector.dtype)
-    except Exception as exc:  # noqa: BLE001 - warm-up is an optimisation
-        logger.debug("preprocessing warm-up failed: %s", exc)
-
-
-def _tensors(obj: Any) -> list:
-    """The tensors inside a model's raw output (a tensor, or nested tuples/lists/dicts)."""
-    if hasattr(obj, "record_stream"):
-        return [obj]
-    if isinstance(obj, dict):
-        obj = list(obj.values())
-    if isinstance(obj, (list, tuple)):
-        return [t for item in obj for t in _tensors(item)]
-    return []
-
-
-@dataclass
-class _Done:
-    stream_id: int
+#: how long close() waits for all workers together before it warns and leaves them (seconds)
+JOIN_TIMEOUT_S = 10.0
 
 
 class DetectionRun:
@@ -95,145 +62,190 @@ class DetectionRun:
 
     Create it with :func:`vidpipe.detect`. Iterate it once, frame by frame or with
     :meth:`batches`; results of one source are in frame order, sources interleave. ``states``
-    tracks each source; :meth:`stop` ends the run early keeping the batch being detected,
-    ``close()`` ends it at once. The per-source counts are the results handed to the caller.
+    tracks each source (index = stream id); :meth:`stop` ends the run early keeping the batch
+    being detected, :meth:`close` ends it at once. The per-source counts are the results handed
+    to the caller.
+
+    Args:
+        specs: the inputs: :class:`~vidpipe.sources.spec.SourceSpec` objects, or any object
+            satisfying the :class:`~vidpipe.sources.base.Source` protocol.
+        failed: inputs rejected before the run (missing path, empty folder, ...): (input, reason).
+        keep_alive: iteration does not end when every source is done (a server adding sources
+            later): it ends on :meth:`stop` or :meth:`close`.
     """
 
     def __init__(
         self,
-        specs: "Sequence[SourceSpec]",
+        specs: "Sequence[SourceSpec | Source]",
         detector: "Detector",
         config: PipelineConfig,
         *,
         failed: "Sequence[tuple[str, str]]" = (),
+        keep_alive: bool = False,
     ) -> None:
         self.detector = detector
-        self._runner = detector  # what the consumer calls: the detector, or its CUDA-graph twin
-        self._forward = self._oom_guarded(detector)
-        self._post_stream: Any = None  # CUDA stream of head + NMS + device->host copies
         self.config = config
         self.device: "torch.device" = detector.device
-        self.states = [SourceState(spec=s, stream_id=i) for i, s in enumerate(specs)]
-        #: inputs rejected before the run (missing path, empty folder, ...): (input, reason)
+        self.keep_alive = bool(keep_alive)
         self.failed_inputs = tuple(failed)
-        self._queue: queue.Queue = queue.Queue(maxsize=config.queue_depth * config.max_open_sources)
+        self.states: list[SourceState] = []
+        self._workers: dict[int, SourceWorker] = {}
+        self._kinds: dict[int, str] = {}
+        self._lock = threading.RLock()  # states and workers; the delivery gate of close()
         self._stop = threading.Event()
         self._slots = threading.Semaphore(config.max_open_sources)
-        self._threads: list[threading.Thread] = []
-        self._started = False
-        self._closed = False
+        self._batcher = Batcher(config.batch_size, batch_timeout=config.live.batch_timeout, keep_alive=self.keep_alive)
+        self.meters = Meters()
+        self._started = False  # iteration began
+        self._running = False  # workers are started as they are added
+        self._closing = False
+        self._closed = False  # nothing more is delivered
+        self._finalized = threading.Event()
+        self.created_mono = time.monotonic()
         self.started_at: float | None = None
         self.finished_at: float | None = None
         self.stats = PipelineStats(self.device)
         self.batch_size = config.batch_size
-        self.warmup_s = 0.0
+        self.infer = Inference(detector, config, self.stats)
+        for spec in specs:
+            self._add(spec)
 
-    # ------------------------------------------------------------------ workers
-    def _put(self, item: object) -> bool:
-        """Put with backpressure; give up (False) once the run is stopping."""
-        while not self._stop.is_set():
+    # ------------------------------------------------------------------ sources
+    def _add(self, item: "SourceSpec | Source") -> SourceState:
+        from vidpipe.sources.factory import is_live_spec, make_source
+        from vidpipe.sources.spec import SourceSpec
+
+        with self._lock:
+            if self._closing:
+                raise RuntimeError("the run has ended; no source can be added")
+            source = None if isinstance(item, SourceSpec) else item
+            spec = item if source is None else source.spec
+            state = SourceState(spec=spec, stream_id=len(self.states))
+            self.states.append(state)
             try:
-                self._queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _run_source(self, state: SourceState) -> None:
-        from vidpipe.producers import produce_chunks
-
-        with self._slots:
-            if self._stop.is_set():
-                self._put(_Done(state.stream_id))
-                return
-            state.status = "running"
-            try:
-                for chunk_inp, ready in produce_chunks(
-                    state, detector=self.detector, config=self.config, stop=self._stop, stats=self.stats
-                ):
-                    if not self._put(_Chunk(state.stream_id, chunk_inp, ready)):
-                        state.stopped = True
-                        break
-                    state.produced += len(chunk_inp)
+                source = source if source is not None else make_source(spec, self.config)
             except VidpipeError as exc:
-                state.status = "partial" if state.produced else "failed"
-                state.error = str(exc)
-                logger.error("%s", exc, exc_info=logger.isEnabledFor(logging.DEBUG), extra=SOURCE_ERROR_LOG)
-            except Exception as exc:  # noqa: BLE001 - one broken source must not stop the others
-                state.status = "partial" if state.produced else "failed"
-                state.error = f"{state.spec.location}: unexpected {type(exc).__name__}: {exc}"
-                logger.error("source %s failed", state.spec.location, exc_info=True, extra=SOURCE_ERROR_LOG)
-            else:
-                if state.status == "running":
-                    state.status = "ok"
-            finally:
-                self._put(_Done(state.stream_id))
+                self._kinds[state.stream_id] = "live" if is_live_spec(spec, self.config) else spec.kind
+                state.status, state.error, state.finished = "failed", str(exc), True
+                logger.error("%s", exc, extra=SOURCE_ERROR_LOG)
+                return state
+            live = bool(source.live)
+            self._kinds[state.stream_id] = "live" if live else spec.kind
+            capacity = self.config.live.queue_frames if live else self.config.queue_depth
+            queue = self._batcher.add_queue(state, live=live, capacity=capacity)
+            worker = SourceWorker(
+                source, state, queue, detector=self.detector, config=self.config, stats=self.stats,
+                slots=self._slots, on_start=lambda st: self.meters.meter(st.stream_id).start(),
+            )
+            self._workers[state.stream_id] = worker
+            if self._stop.is_set():
+                worker.stop.set()
+            if self._running:
+                worker.start()
+        return state
 
+    def add_source(self, location: "str | os.PathLike | SourceSpec | Source") -> int:
+        """Add one input (a path, URL, :class:`SourceSpec` or :class:`Source`); returns its stream
+        id. It starts now when the run is running (else when iteration starts). Thread-safe."""
+        from vidpipe.sources.spec import SourceSpec, classify_inputs
+
+        item: Any = location
+        if isinstance(location, (str, os.PathLike)):
+            specs = classify_inputs([location])
+            if len(specs) != 1:
+                raise SourceError(
+                    f"{specs[0].name if specs else location}: add_source takes one input, this one holds "
+                    f"{len(specs)} ({', '.join(s.name for s in specs[:3])}{', ...' if len(specs) > 3 else ''}); "
+                    "add them one by one"
+                )
+            item = specs[0]
+        elif not isinstance(location, SourceSpec) and not hasattr(location, "produce"):
+            raise ConfigError(f"add_source takes a path, URL, SourceSpec or Source, got {type(location).__name__}")
+        return self._add(item).stream_id
+
+    def remove_source(self, stream_id: int) -> None:
+        """Stop one input now (its queued frames are discarded, its status becomes
+        ``"removed"``); the other inputs are not disturbed. Thread-safe."""
+        with self._lock:
+            if not isinstance(stream_id, int) or not 0 <= stream_id < len(self.states):
+                raise ConfigError(f"remove_source: no stream {stream_id!r}; stream ids are 0 to {len(self.states) - 1}")
+            st = self.states[stream_id]
+            if st.status == "removed":
+                return
+            st.status = "removed"
+            st.error = st.error or f"{st.spec.name}: removed at run time after {st.frames} frames"
+            worker = self._workers.get(stream_id)
+        if worker is not None:
+            worker.stop.set()
+            self._batcher.remove_queue(worker.queue)
+        logger.info("%s: removed (stream %d)", st.spec.name, stream_id)
+
+    def kind_of(self, stream_id: int) -> str:
+        """``"file"``, ``"images"`` or ``"live"`` (a file played in real time is live)."""
+        return self._kinds.get(stream_id, "file")
+
+    @property
+    def batch_timeout(self) -> float | None:
+        """The batcher's deadline in seconds now (``None``: files only, batches fill up)."""
+        return self._batcher.timeout()
+
+    @property
+    def model_batch_limit(self) -> int | None:
+        """The model's batch limit after an out-of-memory back-off (``None``: none happened)."""
+        return self.infer.batch_limit
+
+    @property
+    def warmup_s(self) -> float:
+        """Seconds of GPU warm-up before the clock started (0 on the CPU)."""
+        return self.infer.warmup_s
+
+    # ------------------------------------------------------------------ start
     def _start(self) -> None:
         self._started = True
-        if self.device.type == "cuda":  # the clock starts warm: context, cuDNN, lazy init done
-            t0 = time.perf_counter()
-            self._runner = self._accelerated()
-            self._forward = self._oom_guarded(self._runner)
-            self._runner.warmup(self.batch_size)
-            _warm_preprocessing(self.device, self.detector)
-            self.warmup_s = time.perf_counter() - t0
+        self.infer.warm_up()  # on a GPU the clock starts warm: CUDA graph, cuDNN, kernels ready
         self.started_at = time.perf_counter()
         self.stats.start()
-        for state in self.states:
-            t = threading.Thread(
-                target=self._run_source, args=(state,), name=f"vidpipe-src{state.stream_id}", daemon=True
-            )
-            self._threads.append(t)
-            t.start()
-
-    @staticmethod
-    def _oom_guarded(detector: "Detector") -> Any:
-        """The model forward, run in smaller slices after an out-of-memory error (said once,
-        kept for the rest of the run: :class:`vidpipe.models.backends.OomBackoff`)."""
-        from vidpipe.models.backends.batching import OomBackoff
-
-        return OomBackoff(detector.forward, name=detector.model.info.name)
-
-    def _accelerated(self) -> "Detector":
-        """The detector with its model behind a CUDA graph at the run's batch size
-        (``config.accel == "auto"``), captured before any worker thread uses the GPU."""
-        if self.config.accel == "none":
-            return self.detector
-        from vidpipe.models.backends.accel import AcceleratedModel, accelerate
-        from vidpipe.models.detector import Detector
-
-        model = self.detector.model
-        if isinstance(model, AcceleratedModel):
-            return self.detector
-        fast = accelerate(model, "auto", batch_size=self.batch_size)
-        if fast is model:
-            return self.detector
-        return Detector(fast, config=self.detector.config)
+        with self._lock:
+            self._running = True
+            workers = list(self._workers.values())
+        for w in workers:
+            w.start()
 
     # ------------------------------------------------------------------ consumer
     def __iter__(self) -> Iterator[FrameResult]:
-        for batch in self._run():
-            for r in batch:
-                self._count((r,))
-                yield r
+        with contextlib.closing(self._run()) as batches:
+            for batch in batches:
+                for r in batch:
+                    if not self._deliver((r,)):
+                        return
+                    yield r
 
     def batches(self) -> Iterator[list[FrameResult]]:
         """The results batch by batch (one list per model call, in order per source), instead
         of frame by frame. Iterate either this or the run itself, once."""
-        for batch in self._run():
-            self._count(batch)
-            yield batch
+        with contextlib.closing(self._run()) as batches:
+            for batch in batches:
+                if not self._deliver(batch):
+                    return
+                yield batch
+
+    def _deliver(self, results: "Sequence[FrameResult]") -> bool:
+        """Account results as delivered, right before they are handed over (the per-source
+        counts are exactly the frames the caller received); ``False`` once closed."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._count(results)
+        return True
 
     def _count(self, results: "Sequence[FrameResult]") -> None:
-        """Account results as delivered, right before they are handed over: the per-source
-        counts are exactly the frames the caller received."""
         for r in results:
             st = self.states[r.meta.stream_id]
             st.frames += 1
             st.detections += len(r.detections)
             self.stats.frames += 1
             self.stats.detections += len(r.detections)
+        self.meters.record(results)
 
     def _run(self) -> Iterator[list[FrameResult]]:
         if self._started:
@@ -249,6 +261,9 @@ class DetectionRun:
         the batch being detected is still yielded, then iteration ends. Sources not read to
         their end are ``partial`` (``skipped`` if never started)."""
         self._stop.set()
+        for w in list(self._workers.values()):
+            w.stop.set()
+        self._batcher.wake()
 
     @property
     def stopping(self) -> bool:
@@ -257,205 +272,90 @@ class DetectionRun:
     def _consume(self) -> Iterator[list[FrameResult]]:
         """Batches in, results out, one batch in flight: batch N+1's model is queued on the GPU
         before batch N is post-processed (head, NMS with its host sync, device->host copy) on a
-        second CUDA stream, so the GPU runs one while the host waits for the other."""
+        second CUDA stream, so the GPU runs one while the host waits for the other. The batcher
+        says when the next batch is not coming soon: then the batch in flight is finished."""
         import torch
 
-        pending = len(self.states)
-        parts: list[_Chunk] = []
-        buffered = 0
-        in_flight: _InFlight | None = None
-        while pending or parts:
-            if self._stop.is_set():  # stop(): deliver the batch in flight, drop the rest
+        in_flight: "_InFlight | None" = None
+        while not self._stop.is_set():  # stop(): deliver the batch in flight, drop the rest
+            chunks = self._batcher.next(in_flight=in_flight is not None, stop=self._stop)
+            if chunks is END:
                 break
-            item = None
-            if pending:
-                try:
-                    # Wait briefly for more chunks to fill a batch; flush what we have on a lull.
-                    item = self._queue.get(timeout=0.05 if (parts or in_flight) else 0.5)
-                except queue.Empty:
-                    if in_flight is not None:  # nothing new: finish the batch in flight
-                        done, in_flight = in_flight, None
-                        yield from self._finish(done, torch)
-                    if not parts:
-                        continue
-            if isinstance(item, _Done):
-                pending -= 1
-                self.states[item.stream_id].finished = True
-            elif isinstance(item, _Chunk):
-                parts.append(item)
-                buffered += len(item.inp)
-            full = buffered >= self.batch_size
-            if parts and (full or item is None or not pending):
-                take, parts, buffered = self._split_batch(parts)
-                launched = self._launch(take, torch)
+            if chunks is None:
                 if in_flight is not None:
-                    yield from self._finish(in_flight, torch)
-                in_flight = launched
-        if in_flight is not None:
-            yield from self._finish(in_flight, torch)
-
-    def _split_batch(self, parts: list[_Chunk]) -> tuple[list[_Chunk], list[_Chunk], int]:
-        """Take whole chunks of the first chunk's input shape, up to ``batch_size`` frames.
-
-        Chunks of another shape (sources of another aspect ratio) wait for a later batch; the
-        order within each source is kept because a source's chunks all share one shape.
-        """
-        shape = parts[0].inp.tensor.shape[1:]
-        take, rest, n = [], [], 0
-        for c in parts:
-            if c.inp.tensor.shape[1:] == shape and (not take or n + len(c.inp) <= self.batch_size):
-                take.append(c)
-                n += len(c.inp)
-            else:
-                rest.append(c)
-        return take, rest, sum(len(c.inp) for c in rest)
-
-    def _launch(self, chunks: list[_Chunk], torch: Any) -> "_InFlight":
-        """Join the chunks into one model input and queue the model on it (current stream)."""
-        from vidpipe.ops.preprocess import concat_inputs
-
-        cuda = self.device.type == "cuda"
-        if cuda:
-            cur = torch.cuda.current_stream(self.device)
-            for c in chunks:
-                if c.ready is not None:
-                    cur.wait_event(c.ready)
-                c.inp.tensor.record_stream(cur)
-        inp = concat_inputs([c.inp for c in chunks])
-        n = len(inp)
-        timer = self.stats.time_gpu("model", n, cur) if cuda else self.stats.time("model", n)
-        with timer:
-            raw = self._forward(inp.tensor)
-        done = None
-        if cuda:
-            done = torch.cuda.Event()
-            done.record(cur)
-        return _InFlight(inp, raw, done)
-
-    def _post_stream_for(self, torch: Any) -> Any:
-        if self._post_stream is None:
-            self._post_stream = torch.cuda.Stream(self.device)
-        return self._post_stream
-
-    def _finish(self, job: "_InFlight", torch: Any) -> Iterator[list[FrameResult]]:
-        """Head, NMS and box mapping of a launched batch (on the post stream), then results."""
-        inp, n = job.inp, len(job.inp)
-        with self.stats.time("postprocess", n):
-            if job.done is not None:
-                post = self._post_stream_for(torch)
-                post.wait_event(job.done)
-                for t in (*_tensors(job.raw), inp.tensor, inp.scale, inp.pad):
-                    t.record_stream(post)
-                with torch.cuda.stream(post):
-                    dets = self._postprocess(job, torch)
-                if dets.device.type == "cuda":  # hand GPU results to the caller's stream safely
-                    cur = torch.cuda.current_stream(self.device)
-                    cur.wait_stream(post)
-                    for t in (dets.boxes, dets.scores, dets.class_ids, dets.frame):
-                        t.record_stream(cur)
-            else:
-                dets = self._postprocess(job, torch)
-        per_frame = dets.split(n)
-        names = tuple(self.detector.names)
-        yield [FrameResult(meta=meta, detections=d, names=names) for meta, d in zip(inp.frames, per_frame)]
-
-    def _postprocess(self, job: "_InFlight", torch: Any):
-        dets = self._runner.postprocess(job.raw, job.inp)
-        if self.config.results_on_host and dets.device.type != "cpu":
-            with self.stats.time("d2h", len(job.inp)):
-                self.stats.d2h_bytes += sum(
-                    t.numel() * t.element_size() for t in (dets.boxes, dets.scores, dets.class_ids, dets.frame)
-                )
-                dets = dets.cpu()
-        return dets
+                    done, in_flight = in_flight, None
+                    yield from self.infer.finish(done, torch)
+                continue
+            launched = self.infer.launch(chunks, torch)
+            if in_flight is not None:
+                yield from self.infer.finish(in_flight, torch)
+            in_flight = launched
+        if in_flight is not None and not self._closed:
+            yield from self.infer.finish(in_flight, torch)
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
-        """Stop the workers and wait for them (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        self._stop.set()
-        # Drain so blocked workers can see the stop flag.
-        try:
-            while True:
-                self._queue.get_nowait()
-        except queue.Empty:
-            pass
-        for t in self._threads:
-            t.join(timeout=10)
-            if t.is_alive():
-                logger.warning("worker %s did not stop within 10 s", t.name)
-        for st in self.states:
+        """End the run now, from any thread: the iterating thread's loop ends promptly (after
+        the model call it may be in), nothing more is delivered, the workers are stopped and
+        joined. Idempotent; a second caller does not wait for the first."""
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = self._closed = True
+            workers = list(self._workers.values())
+        self.stop()
+        self._batcher.close()
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        for w in workers:
+            if w.thread.ident is not None:
+                w.thread.join(timeout=max(0.0, deadline - time.monotonic()))
+                if w.thread.is_alive():
+                    logger.warning("%s: worker %s did not stop within %g s", w.state.spec.name, w.thread.name,
+                                   JOIN_TIMEOUT_S)
+        for st in list(self.states):
             if st.status == "pending":
                 st.status = "skipped"
-                st.error = st.error or f"{st.spec.location}: the run stopped before this input started"
+                st.error = st.error or f"{st.spec.name}: the run stopped before this input started"
             elif st.status == "running" or (st.status == "ok" and (st.stopped or st.frames < st.produced)):
                 # "ok" means the worker read its input to the end; the source is complete when,
-                # in addition, every frame it produced was yielded (whether or not the consumer
-                # got to the worker's end marker).
+                # in addition, every frame it produced was yielded.
                 st.status = "partial"
-                st.error = st.error or f"{st.spec.location}: the run stopped after {st.frames} frames"
+                st.error = st.error or f"{st.spec.name}: the run stopped after {st.frames} frames"
         self.finished_at = time.perf_counter()
+        self._finalized.set()
 
     def summary(self, *, outputs: "Sequence[str]" = ()) -> "RunSummary":
-        """What the run did so far: per-source status, counts, fps, backends, device->host bytes."""
-        from vidpipe.summary import RunSummary, SourceSummary
+        """What the run did so far: per-source status, counts, fps, backends, device->host bytes;
+        live sources add their counters and capture-to-result latency (``extra``). After
+        :meth:`close` (from any thread) it waits for the final statuses."""
+        from vidpipe.pipeline_report import run_summary
 
-        sources = [
-            SourceSummary(source=src, kind="unknown", status="failed", error=reason)
-            for src, reason in self.failed_inputs
-        ]
-        for st in self.states:
-            status = st.status if st.status in ("ok", "partial", "failed", "skipped") else "partial"
-            sources.append(
-                SourceSummary(
-                    source=st.spec.location,
-                    kind=st.spec.kind,
-                    status=status,
-                    frames=st.frames,
-                    detections=st.detections,
-                    decoder=st.decoder,
-                    decoder_reason=st.decoder_reason,
-                    error=st.error,
-                    extra=st.extra,
-                )
-            )
-        info = self.detector.model.info
-        decoders = sorted({st.decoder for st in self.states if st.decoder})
-        backends = {
-            "decode": ",".join(decoders) or "none",
-            "model": f"{info.format}-{str(self.detector.dtype).removeprefix('torch.')}",
-            "postprocess": self.device.type,
-        }
-        seconds = self.seconds
-        frames = self.stats.frames
-        stats = {
-            **self.get_stats(),
-            "batch_size": self.batch_size,
-            "model_batch_limit": self._forward.limit,  # set after an out-of-memory back-off
-            "warmup_s": self.warmup_s,
-        }
-        return RunSummary(
-            sources=tuple(sources),
-            frames=frames,
-            detections=self.stats.detections,
-            seconds=seconds,
-            fps=frames / seconds if seconds > 0 else 0.0,
-            device=str(self.device),
-            model=info.name,
-            backends=backends,
-            outputs=tuple(outputs),
-            skipped=tuple(
-                {"source": st.spec.location, **item} for st in self.states for item in st.extra.get("skipped", ())
-            ),
-            stats=stats,
-        )
+        if self._closing:
+            self._finalized.wait(JOIN_TIMEOUT_S + 5)
+        return run_summary(self, outputs=outputs)
+
+    def status(self) -> dict[str, Any]:
+        """Where every stream stands now (JSON-able, thread-safe, cheap)::
+
+            {"time": UTC epoch s, "uptime_s": float, "stats": get_stats(),
+             "streams": [{"stream_id", "source" (credentials masked), "kind" (file|images|live),
+                          "status" (pending|running|ok|partial|failed|skipped|removed),
+                          "state" (live state or None), "decoder", "frames_in", "frames", "drops",
+                          "reconnects", "stalls", "decode_errors", "detections",
+                          "fps" (results/s over the last ~5 s),
+                          "latency_ms": {"p50", "p99", "count"}}, ...]}
+        """
+        from vidpipe.pipeline_report import run_status
+
+        return run_status(self)
 
     def get_stats(self) -> dict[str, Any]:
         """Live statistics: fps, per-stage ms per frame, CPU %, GPU memory, NVDEC/GPU utilisation,
-        device->host bytes per frame (see :class:`vidpipe.stats.PipelineStats`)."""
-        return self.stats.snapshot()
+        device->host bytes per frame (see :class:`vidpipe.stats.PipelineStats`), and the
+        capture-to-result latency of live results (``latency_ms``: p50, p99, count, all streams)."""
+        out = self.stats.snapshot()
+        out["latency_ms"] = self.meters.overall().latency()
+        return out
 
     @property
     def seconds(self) -> float:

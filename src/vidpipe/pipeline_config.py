@@ -1,5 +1,5 @@
 """What a detection run is asked to do (:class:`PipelineConfig`) and where each of its inputs
-stands (:class:`SourceState`); used by :mod:`vidpipe.pipeline` and :mod:`vidpipe.producers`."""
+stands (:class:`SourceState`); used by :mod:`vidpipe.pipeline` and the sources (:mod:`vidpipe.sources`)."""
 
 from __future__ import annotations
 

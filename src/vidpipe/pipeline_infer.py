@@ -1,0 +1,187 @@
+"""The model side of a :class:`~vidpipe.pipeline.DetectionRun`: batches in, results out, one
+batch in flight.
+
+:meth:`Inference.launch` joins a batch's chunks and queues the model on the current CUDA stream
+(after waiting on each chunk's ready event: its worker preprocessed it on the worker's own
+stream); :meth:`Inference.finish` runs the head, NMS and box mapping of a launched batch on a
+second CUDA stream and hands the detections to the caller's stream. The consumer launches batch
+N+1 before finishing batch N, so the GPU runs one while the host waits for the other. On the CPU
+the same calls run in order, without streams or events.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from vidpipe.types import FrameResult, ModelInput
+
+if TYPE_CHECKING:
+    from vidpipe.batching.queues import QueuedChunk
+    from vidpipe.models.detector import Detector
+    from vidpipe.pipeline_config import PipelineConfig
+    from vidpipe.stats import PipelineStats
+
+logger = logging.getLogger("vidpipe.pipeline")
+
+__all__ = ["Inference"]
+
+
+@dataclass
+class _InFlight:
+    """A batch whose model is queued: its input, raw output and the event after the model."""
+
+    inp: ModelInput
+    raw: Any
+    done: Any
+
+
+def _warm_preprocessing(device: Any, detector: "Detector") -> None:
+    """Compile the fused NV12 preprocessing kernels (Triton) before the clock starts; a failure
+    here only means the first real batch pays for it."""
+    try:
+        import torch
+
+        from vidpipe.ops.fused import yuv_letterbox
+        from vidpipe.types import ColorSpec, FrameBatch, FrameMeta
+
+        nv12 = torch.full((1, 96, 64), 128, dtype=torch.uint8, device=device)
+        batch = FrameBatch(nv12, (FrameMeta("<warm-up>", 0, 0, None, 64, 64),), "nv12", ColorSpec("bt709", "limited"))
+        yuv_letterbox(batch, detector.input_size, dtype=detector.dtype)
+    except Exception as exc:  # noqa: BLE001 - warm-up is an optimisation
+        logger.debug("preprocessing warm-up failed: %s", exc)
+
+
+def _tensors(obj: Any) -> list:
+    """The tensors inside a model's raw output (a tensor, or nested tuples/lists/dicts)."""
+    if hasattr(obj, "record_stream"):
+        return [obj]
+    if isinstance(obj, dict):
+        obj = list(obj.values())
+    if isinstance(obj, (list, tuple)):
+        return [t for item in obj for t in _tensors(item)]
+    return []
+
+
+class Inference:
+    """The detector of a run, its CUDA-graph twin, the out-of-memory back-off and the post stream.
+
+    Args:
+        detector: the run's detector (its device is the run's).
+        config: the run's config (``batch_size``, ``accel``, ``results_on_host``).
+        stats: where stage times go (``model``, ``postprocess``, ``d2h``).
+    """
+
+    def __init__(self, detector: "Detector", config: "PipelineConfig", stats: "PipelineStats") -> None:
+        self.detector = detector
+        self.config = config
+        self.stats = stats
+        self.device = detector.device
+        self.batch_size = config.batch_size
+        self._runner = detector  # what the consumer calls: the detector, or its CUDA-graph twin
+        self._forward = self._oom_guarded(detector)
+        self._post_stream: Any = None  # CUDA stream of head + NMS + device->host copies
+        self.warmup_s = 0.0
+
+    @property
+    def batch_limit(self) -> int | None:
+        """The model's batch limit after an out-of-memory back-off (``None``: none happened)."""
+        return self._forward.limit
+
+    def warm_up(self) -> None:
+        """On a GPU: the CUDA graph, cuDNN and the preprocessing kernels, before the clock
+        starts (``warmup_s``); nothing on the CPU."""
+        if self.device.type != "cuda":
+            return
+        t0 = time.perf_counter()
+        self._runner = self._accelerated()
+        self._forward = self._oom_guarded(self._runner)
+        self._runner.warmup(self.batch_size)
+        _warm_preprocessing(self.device, self.detector)
+        self.warmup_s = time.perf_counter() - t0
+
+    @staticmethod
+    def _oom_guarded(detector: "Detector") -> Any:
+        """The model forward, run in smaller slices after an out-of-memory error (said once,
+        kept for the rest of the run: :class:`vidpipe.models.backends.OomBackoff`)."""
+        from vidpipe.models.backends.batching import OomBackoff
+
+        return OomBackoff(detector.forward, name=detector.model.info.name)
+
+    def _accelerated(self) -> "Detector":
+        """The detector with its model behind a CUDA graph at the run's batch size
+        (``config.accel == "auto"``), captured before any worker thread uses the GPU."""
+        if self.config.accel == "none":
+            return self.detector
+        from vidpipe.models.backends.accel import AcceleratedModel, accelerate
+        from vidpipe.models.detector import Detector
+
+        model = self.detector.model
+        if isinstance(model, AcceleratedModel):
+            return self.detector
+        fast = accelerate(model, "auto", batch_size=self.batch_size)
+        if fast is model:
+            return self.detector
+        return Detector(fast, config=self.detector.config)
+
+    def launch(self, chunks: "list[QueuedChunk]", torch: Any) -> "_InFlight":
+        """Join the chunks into one model input and queue the model on it (current stream)."""
+        from vidpipe.ops.preprocess import concat_inputs
+
+        cuda = self.device.type == "cuda"
+        if cuda:
+            cur = torch.cuda.current_stream(self.device)
+            for c in chunks:
+                if c.ready is not None:
+                    cur.wait_event(c.ready)
+                c.inp.tensor.record_stream(cur)
+        inp = concat_inputs([c.inp for c in chunks])
+        n = len(inp)
+        timer = self.stats.time_gpu("model", n, cur) if cuda else self.stats.time("model", n)
+        with timer:
+            raw = self._forward(inp.tensor)
+        done = None
+        if cuda:
+            done = torch.cuda.Event()
+            done.record(cur)
+        return _InFlight(inp, raw, done)
+
+    def _post_stream_for(self, torch: Any) -> Any:
+        if self._post_stream is None:
+            self._post_stream = torch.cuda.Stream(self.device)
+        return self._post_stream
+
+    def finish(self, job: "_InFlight", torch: Any) -> Iterator[list[FrameResult]]:
+        """Head, NMS and box mapping of a launched batch (on the post stream), then results."""
+        inp, n = job.inp, len(job.inp)
+        with self.stats.time("postprocess", n):
+            if job.done is not None:
+                post = self._post_stream_for(torch)
+                post.wait_event(job.done)
+                for t in (*_tensors(job.raw), inp.tensor, inp.scale, inp.pad):
+                    t.record_stream(post)
+                with torch.cuda.stream(post):
+                    dets = self._postprocess(job, torch)
+                if dets.device.type == "cuda":  # hand GPU results to the caller's stream safely
+                    cur = torch.cuda.current_stream(self.device)
+                    cur.wait_stream(post)
+                    for t in (dets.boxes, dets.scores, dets.class_ids, dets.frame):
+                        t.record_stream(cur)
+            else:
+                dets = self._postprocess(job, torch)
+        per_frame = dets.split(n)
+        names = tuple(self.detector.names)
+        yield [FrameResult(meta=meta, detections=d, names=names) for meta, d in zip(inp.frames, per_frame)]
+
+    def _postprocess(self, job: "_InFlight", torch: Any):
+        dets = self._runner.postprocess(job.raw, job.inp)
+        if self.config.results_on_host and dets.device.type != "cpu":
+            with self.stats.time("d2h", len(job.inp)):
+                self.stats.d2h_bytes += sum(
+                    t.numel() * t.element_size() for t in (dets.boxes, dets.scores, dets.class_ids, dets.frame)
+                )
+                dets = dets.cpu()
+        return dets

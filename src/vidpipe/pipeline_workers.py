@@ -1,0 +1,115 @@
+"""The worker thread of one source of a :class:`~vidpipe.pipeline.DetectionRun`.
+
+It waits for one of the run's ``max_open_sources`` slots (finite sources only: files and image
+folders; a live source starts at once and never holds a slot), runs the source's ``produce`` and
+puts each chunk on the source's own queue, then records how the source ended in its
+:class:`~vidpipe.pipeline_config.SourceState`: ``ok`` (read to its end), ``partial`` (an error
+after some frames) or ``failed`` (an error before any). A removed source keeps ``removed``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from vidpipe.errors import VidpipeError
+from vidpipe.pipeline_config import SOURCE_ERROR_LOG
+from vidpipe.sources.base import SourceContext
+
+if TYPE_CHECKING:
+    from vidpipe.batching.queues import SourceQueue
+    from vidpipe.models.detector import Detector
+    from vidpipe.pipeline_config import PipelineConfig, SourceState
+    from vidpipe.sources.base import Source
+    from vidpipe.stats import PipelineStats
+
+logger = logging.getLogger("vidpipe.pipeline")
+
+__all__ = ["SourceWorker"]
+
+_POLL_S = 0.1
+
+
+class SourceWorker:
+    """One source, its queue and its thread (started by :meth:`start`)."""
+
+    def __init__(
+        self,
+        source: "Source",
+        state: "SourceState",
+        queue: "SourceQueue",
+        *,
+        detector: "Detector",
+        config: "PipelineConfig",
+        stats: "PipelineStats",
+        slots: threading.Semaphore,
+        on_start: "Callable[[SourceState], None] | None" = None,
+    ) -> None:
+        self.source = source
+        self.state = state
+        self.queue = queue
+        self.live = bool(source.live)
+        self.stop = threading.Event()  # this source's stop: the run's stop, close, or removal
+        self._slots = slots
+        self._on_start = on_start
+        self._ctx = SourceContext(detector=detector, config=config, stop=self.stop, stats=stats)
+        self.thread = threading.Thread(target=self._run, name=f"vidpipe-src{state.stream_id}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _acquire_slot(self) -> bool:
+        """Wait for a slot (finite sources); ``False`` when stopped first."""
+        if self.live:
+            return True
+        while not self.stop.is_set():
+            if self._slots.acquire(timeout=_POLL_S):
+                return True
+        return False
+
+    def _run(self) -> None:
+        state = self.state
+        try:
+            if not self._acquire_slot():
+                return  # stopped before it started: "pending" becomes "skipped" at close
+            try:
+                self._produce()
+            finally:
+                if not self.live:
+                    self._slots.release()
+        finally:
+            self.queue.finish()
+            state.finished = True
+
+    def _produce(self) -> None:
+        state = self.state
+        if self.stop.is_set():
+            return
+        if state.status == "pending":
+            state.status = "running"
+        if self._on_start is not None:
+            self._on_start(state)
+        name = state.spec.name
+        try:
+            for inp, ready in self.source.produce(state, self._ctx):
+                if not self.queue.put(inp, ready, stop=self.stop):
+                    state.stopped = True
+                    break
+        except VidpipeError as exc:
+            self._failed(str(exc))
+            logger.error("%s", exc, exc_info=logger.isEnabledFor(logging.DEBUG), extra=SOURCE_ERROR_LOG)
+        except Exception as exc:  # noqa: BLE001 - one broken source must not stop the others
+            self._failed(f"{name}: unexpected {type(exc).__name__}: {exc}")
+            logger.error("source %s failed", name, exc_info=True, extra=SOURCE_ERROR_LOG)
+        else:
+            if state.status == "running":
+                state.status = "ok"
+
+    def _failed(self, error: str) -> None:
+        state = self.state
+        if state.status == "removed":
+            return
+        state.status = "partial" if state.produced else "failed"
+        state.error = error

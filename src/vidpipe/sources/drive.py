@@ -1,0 +1,77 @@
+"""Shared worker-side plumbing of sources: a worker's own CUDA stream, and the loop that pulls
+decoded batches and turns them into :class:`~vidpipe.types.ModelInput` chunks on that stream.
+
+On a CUDA device each chunk carries an event recorded after its preprocessing, which the
+consumer waits on before the model reads the chunk; on the CPU the event is ``None``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vidpipe.pipeline_config import SourceState
+    from vidpipe.stats import PipelineStats
+    from vidpipe.types import ModelInput
+
+__all__ = ["stream_scope", "ready_event", "drive"]
+
+
+def stream_scope(device: Any) -> tuple[Any, Any]:
+    """A fresh CUDA stream and its context for ``device`` (``None`` and a no-op on the CPU)."""
+    import torch
+
+    if device.type != "cuda":
+        return None, contextlib.nullcontext()
+    stream = torch.cuda.Stream(device)
+    return stream, torch.cuda.stream(stream)
+
+
+def ready_event(stream: Any) -> Any:
+    """A CUDA event recorded on ``stream`` now (``None`` when ``stream`` is ``None``)."""
+    if stream is None:
+        return None
+    import torch
+
+    ev = torch.cuda.Event()
+    ev.record(stream)
+    return ev
+
+
+def drive(
+    batches: Iterator[Any],
+    to_input: Callable[[Any], "ModelInput"],
+    *,
+    device: Any,
+    stop: threading.Event,
+    stats: "PipelineStats",
+    state: "SourceState",
+) -> Iterator[tuple["ModelInput", Any]]:
+    """Pull decoded batches and turn them into model inputs on the worker's own CUDA stream.
+
+    Sets ``state.stopped`` when ``stop`` ends it before the input's end.
+
+    The decode step (``next(batches)``) runs inside the stream scope too: a decoder that uploads
+    (PyAV -> CUDA) or copies (NVDEC) queues that work on the current stream, which must be the
+    worker's, so the ready event recorded after ``to_input`` covers it.
+    """
+    stream, scope = stream_scope(device)
+    while True:
+        if stop.is_set():
+            state.stopped = True
+            return
+        with scope:
+            t0 = time.perf_counter()
+            batch = next(batches, None)
+            if batch is None:
+                return
+            t1 = time.perf_counter()
+            inp = to_input(batch)
+            ready = ready_event(stream)
+        stats.add("decode", t1 - t0, len(batch))
+        stats.add("preprocess", time.perf_counter() - t1, len(batch))
+        yield inp, ready

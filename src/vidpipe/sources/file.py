@@ -1,0 +1,96 @@
+"""Video files: :class:`FileSource`, a finite :class:`~vidpipe.sources.base.Source` that decodes
+one file (NVDEC on a GPU where it can, else PyAV, or a registered backend) in chunks of
+``batch_size`` frames and letterboxes them on the run's device. Every frame is kept."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from vidpipe.pipeline_config import SOURCE_ERROR_LOG
+from vidpipe.sources.drive import drive
+
+if TYPE_CHECKING:
+    from vidpipe.pipeline_config import PipelineConfig, SourceState
+    from vidpipe.sources.base import Chunk, SourceContext
+    from vidpipe.sources.spec import SourceSpec
+    from vidpipe.types import ModelInput
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["FileSource", "expected_frames", "empty_selection_note"]
+
+
+class FileSource:
+    """A video file read to its end (frame selection from the run's config)."""
+
+    live = False
+
+    def __init__(self, spec: "SourceSpec") -> None:
+        self.spec = spec
+
+    def __repr__(self) -> str:
+        return f"FileSource({self.spec.name!r})"
+
+    def produce(self, state: "SourceState", ctx: "SourceContext") -> Iterator["Chunk"]:
+        """``(ModelInput, ready_event)`` chunks of ``batch_size`` frames (the last may be short)."""
+        from vidpipe.decode.registry import open_decoder
+        from vidpipe.ops.letterbox import canvas_size
+        from vidpipe.ops.preprocess import preprocess
+
+        detector, config = ctx.detector, ctx.config
+        device = detector.device
+        info = detector.model.info
+        mode = config.letterbox if info.dynamic_shape else "square"
+
+        def to_input(fb: Any) -> "ModelInput":
+            size = canvas_size(fb.height, fb.width, detector.input_size, stride=info.stride, mode=mode)
+            return preprocess(fb, size=size, dtype=detector.dtype, device=device)
+
+        with open_decoder(
+            self.spec.location,
+            device=device,
+            decoder=config.decoder,
+            options=config.decode_options(state.stream_id),
+            strict_gpu=config.strict_gpu,
+        ) as dec:
+            state.decoder = dec.choice.name
+            state.decoder_reason = dec.choice.reason
+            state.expected_frames = expected_frames(dec.info, config)
+            yield from drive(
+                dec.batches(config.batch_size), to_input, device=device, stop=ctx.stop, stats=ctx.stats, state=state
+            )
+            procs = getattr(dec, "processes_used", 0)
+            if procs:
+                state.decoder_reason = f"{state.decoder_reason}; sessions in {procs} decoder processes"
+            if dec.error is not None:
+                state.status = "partial"
+                state.error = str(dec.error)
+                logger.warning("%s", dec.error, extra=SOURCE_ERROR_LOG)
+            elif state.produced == 0 and not state.stopped:
+                state.extra["note"] = empty_selection_note(dec.info, config)
+                logger.warning("%s: no frames: %s", self.spec.name, state.extra["note"])
+
+
+def empty_selection_note(info: Any, config: "PipelineConfig") -> str:
+    """Why a video that decoded without error gave no frame (a selection past its end)."""
+    duration = info.duration
+    length = f"the video lasts {duration:.3f} s" if duration else "the video has no frame there"
+    if config.start is not None and (duration is None or config.start >= duration):
+        return f"start={config.start:g} s is at or past its end ({length})"
+    if config.start is not None or config.end is not None:
+        return f"no frame between start={config.start or 0:g} s and end={config.end} s ({length})"
+    return "the video has no decodable frame"
+
+
+def expected_frames(info: Any, config: "PipelineConfig") -> int | None:
+    """Frames the run will deliver for this stream, for progress bars (an estimate)."""
+    n = info.frame_count
+    if n is None:
+        return None
+    fps = info.fps or 0
+    lo = int((config.start or 0) * fps) if fps else 0
+    hi = min(n, int(config.end * fps)) if (config.end is not None and fps) else n
+    kept = max(0, -(-(hi - lo) // config.frame_skip))
+    return min(kept, config.max_frames) if config.max_frames else kept
