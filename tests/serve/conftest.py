@@ -13,8 +13,9 @@ from vidpipe.data import sample_video
 IMGSZ = 160
 
 
-def cut(dst: Path, frames: int, *, width: int = 320, fps: int = 25) -> Path:
-    """The first ``frames`` frames of ``bikes.mp4`` at ``width`` pixels wide, H.264, ``fps``."""
+def cut(dst: Path, frames: int, *, start: int = 0, width: int = 320, fps: int = 25) -> Path:
+    """Frames ``start`` to ``start + frames - 1`` of ``bikes.mp4`` at ``width`` pixels wide,
+    H.264, ``fps``."""
     import av
 
     with av.open(str(sample_video())) as src, av.open(str(dst), "w") as out:
@@ -24,7 +25,9 @@ def cut(dst: Path, frames: int, *, width: int = 320, fps: int = 25) -> Path:
         vout.width, vout.height, vout.pix_fmt = width, height, "yuv420p"
         vout.options = {"g": "10", "bf": "0", "crf": "20", "preset": "veryfast"}
         n = 0
-        for frame in src.decode(vin):
+        for i, frame in enumerate(src.decode(vin)):
+            if i < start:
+                continue
             img = frame.reformat(width=width, height=height, format="yuv420p")
             img.pts = None
             out.mux(vout.encode(img))
@@ -37,6 +40,7 @@ def cut(dst: Path, frames: int, *, width: int = 320, fps: int = 25) -> Path:
 
 @pytest.fixture(scope="session")
 def clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """``short`` (24 frames), ``long`` (250 frames: all of bikes.mp4), 320 px wide."""
+    """``short`` (24 frames) and ``long`` (225 frames: to the end) of bikes.mp4 from frame 25 on
+    (where people and bicycles pass from the start), 320 px wide."""
     d = tmp_path_factory.mktemp("serve-clips")
-    return {"short": cut(d / "short.mp4", 24), "long": cut(d / "long.mp4", 250)}
+    return {"short": cut(d / "short.mp4", 24, start=25), "long": cut(d / "long.mp4", 225, start=25)}

@@ -43,6 +43,7 @@ class CameraOutputs:
         self._names = tuple(names)
         self._sinks: dict[Path, "Sink"] = {}
         self._routes: dict[int, _Route] = {}
+        self._streams: dict[int, list[int]] = {}  # id(sink) -> stream ids written there
 
     def prepare(self, cam: "CameraConfig", *, path: tuple = ()) -> _Route:
         """Resolve ``cam``'s classes and open its table (unless open already); ``path`` locates
@@ -69,6 +70,7 @@ class CameraOutputs:
     def route(self, stream_id: int, route: _Route) -> None:
         """Send the results of ``stream_id`` to ``route`` (a camera's table and filters)."""
         self._routes[stream_id] = route
+        self._streams.setdefault(id(route.sink), []).append(stream_id)
 
     def write(self, batch: "Sequence[FrameResult]") -> None:
         """Write one batch: each result to its camera's table, narrowed by the camera's filters.
@@ -97,12 +99,26 @@ class CameraOutputs:
         return {r.camera: str(getattr(r.sink, "path", "")) for r in self._routes.values()}
 
     def close(self, summary: "RunSummary") -> None:
-        """Finalise every table with the run's summary (its status decides the metadata's)."""
-        self._finish(lambda s: s.close(summary))
+        """Finalise every table with the summary of its own cameras (their statuses decide the
+        table's: a camera read to its end is complete, a camera stopped or removed partial)."""
+        self._finish(lambda s: s.close(self._summary_for(s, summary)))
 
     def abort(self, reason: str, summary: "RunSummary | None") -> None:
         """Finalise every table as partial, with ``reason``."""
-        self._finish(lambda s: s.abort(reason, summary))
+        self._finish(lambda s: s.abort(reason, None if summary is None else self._summary_for(s, summary)))
+
+    def _summary_for(self, sink: "Sink", summary: "RunSummary") -> "RunSummary":
+        """``summary`` narrowed to the streams written to ``sink`` (a serve run has no inputs
+        rejected before it starts, so ``summary.sources[i]`` is stream ``i``)."""
+        import dataclasses
+
+        sources = summary.sources
+        picked = tuple(sources[i] for i in self._streams.get(id(sink), ()) if i < len(sources))
+        frames = sum(s.frames for s in picked)
+        return dataclasses.replace(
+            summary, sources=picked, frames=frames, detections=sum(s.detections for s in picked),
+            fps=frames / summary.seconds if summary.seconds > 0 else 0.0, outputs=tuple(sink.outputs),
+        )
 
     def _finish(self, action: Any) -> None:
         first: BaseException | None = None
