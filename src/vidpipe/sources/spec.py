@@ -3,6 +3,8 @@
 Rules, per input, in this order:
 
 - ``scheme://...`` with a streaming scheme (:data:`LIVE_SCHEMES`) -> ``live``;
+- a webcam -> ``live``: ``/dev/videoN`` (whether or not it exists: opening a missing one gives a
+  clear error), or a bare index such as ``0`` (``/dev/video0``) when no file of that name exists;
 - a folder -> one ``file`` per video inside it (any depth, sorted by path), then one ``images``
   spec (the folder itself: its image files, any depth) if it holds images; neither ->
   :class:`~vidpipe.errors.SourceError`;
@@ -145,9 +147,16 @@ def _classify_glob(pattern: str) -> list[SourceSpec]:
     return videos + ([SourceSpec("images", pattern)] if has_images else [])
 
 
+def is_webcam(text: str) -> bool:
+    """``/dev/videoN``, or a bare index ``N`` with no file of that name (a V4L2 webcam)."""
+    from vidpipe.sources.connect import webcam_device
+
+    return webcam_device(text) is not None
+
+
 def classify_one(text: str) -> list[SourceSpec]:
     """The :class:`SourceSpec` objects of one input (see the module docstring for the rules)."""
-    if is_live_url(text):
+    if is_live_url(text) or is_webcam(text):
         return [SourceSpec("live", text)]
     if os.path.isdir(text):
         return _classify_folder(text)
