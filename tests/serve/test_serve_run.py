@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import IMGSZ
+from serve_fixtures import IMGSZ, clips  # noqa: F401 - the clips fixture
 
 import vidpipe
 from vidpipe.errors import ConfigError

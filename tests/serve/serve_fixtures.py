@@ -1,4 +1,5 @@
-"""Clips for the serve tests: the first frames of the bundled street video (real people and
+"""Fixtures of the serve tests (imported by the test modules; not a conftest, whose module name
+would shadow tests/conftest.py for ``from conftest import ...``). Clips: the first frames of the bundled street video (real people and
 bicycles, so the detector finds something), re-encoded small so a 2-core CPU keeps up."""
 
 from __future__ import annotations
