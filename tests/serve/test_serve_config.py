@@ -165,3 +165,26 @@ def test_python_api_errors_speak_python_names() -> None:
     with pytest.raises(ConfigError, match=r"^inline.yaml:1: model: "):
         with cfg.located(("model",)):
             raise ConfigError("no such model")
+
+
+def test_import_is_light_and_vidpipe_serve_is_callable_either_way() -> None:
+    """``import vidpipe`` loads neither PyYAML nor prometheus_client; ``vidpipe.serve`` is the
+    function even when the ``vidpipe.serve`` package was imported first (Python then sets the
+    package as the attribute)."""
+    import subprocess
+    import sys
+
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    code = (
+        "import sys, vidpipe\n"
+        "assert 'yaml' not in sys.modules and 'prometheus_client' not in sys.modules, 'heavy import'\n"
+        "import vidpipe.serve.config\n"
+        "from vidpipe.serve import Server\n"
+        "assert callable(vidpipe.serve), type(vidpipe.serve)\n"
+        "s = vidpipe.serve(vidpipe.serve.ServeConfig(cameras=()), start=False)\n"
+        "assert isinstance(s, Server)\n"
+        "print('ok')\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**__import__("os").environ, "PYTHONPATH": src}, check=False)  # fmt: skip
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr[-2000:]

@@ -171,6 +171,16 @@ def test_cli_serve_table_on_a_terminal_and_sigterm(rtsp, tmp_path: Path) -> None
     assert meta["status"] == "partial" and "SIGTERM" in meta["reason"]
 
 
+def test_cli_detect_shows_the_table_instead_of_the_bar(rtsp, tmp_path: Path) -> None:
+    args = ["detect", rtsp.url("cam0"), rtsp.url("cam1"), "--device", "cpu", "--imgsz", "128", "-o", "out/"]
+    rc, out = _pty_run(args, tmp_path, until=lambda text: text.count(" live ") >= 4)
+    assert rc == 143, out[-3000:]
+    assert "\x1b[4F\x1b[J" in out and "frame/s" not in out and "it/s" not in out  # a table, not tqdm
+    rows = [line.split() for line in out.splitlines() if line.startswith("rtsp://***@127.0.0.1")]
+    assert any(r[1] == "live" for r in rows), out[-2000:]
+    assert PASSWORD not in out
+
+
 def test_cli_detect_live_flags_and_metrics(rtsp, tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -196,6 +196,21 @@ def test_cli_check(tmp_path: Path, clips: dict[str, Path]) -> None:
     assert p.stderr.strip().splitlines()[-1].startswith(f"vidpipe: error: {bad}:5: cameras[0].classes: unknown class 'persn'")
 
 
+def test_cli_ends_by_itself_when_every_camera_ended(tmp_path: Path, clips: dict[str, Path]) -> None:
+    """Video files as cameras end; then the command ends too (exit 0, tables complete), and a
+    camera that cannot be read makes it exit 2 naming it."""
+    cfg = tmp_path / "serve.yaml"
+    cfg.write_text(f"device: cpu\nimgsz: {IMGSZ}\nbatch_size: 4\noutput: out.csv\n"
+                   f"cameras:\n  - {{name: a, url: {clips['short']}}}\n")  # fmt: skip
+    p = _cli("serve", str(cfg), "--table", "off", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    meta = json.loads((tmp_path / "out.csv.meta.json").read_text())
+    assert meta["status"] == "complete" and meta["frames"] == 24
+    cfg.write_text(cfg.read_text() + f"  - {{name: gone, url: {tmp_path / 'missing.mp4'}}}\n")
+    p = _cli("serve", str(cfg), "--table", "off", cwd=tmp_path)
+    assert p.returncode == 2 and "missing.mp4" in p.stderr.strip().splitlines()[-1], p.stderr
+
+
 @pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
 def test_cli_sigterm_flushes_tables_and_exits_143(tmp_path: Path, clips: dict[str, Path]) -> None:
     long_ = clips["long"]

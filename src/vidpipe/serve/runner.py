@@ -263,7 +263,8 @@ class Server:
         """True when no stream is pending or running (every camera ended, failed or was removed)."""
         if self.run is None:
             return False
-        return all(s.get("status") in _TERMINAL for s in self.run.status().get("streams", ()))
+        # "ok" is set when a source has read its input; its last frames may still be on the way
+        return all(st.status in _TERMINAL and (st.status != "ok" or st.drained) for st in list(self.run.states))
 
     @property
     def metrics_url(self) -> str | None:
