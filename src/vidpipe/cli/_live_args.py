@@ -109,6 +109,8 @@ class LiveWatch:
         """Start what ``args`` and ``det_run``'s inputs ask for. ``tty``: whether stderr is a
         terminal the table may draw on (default: ``sys.stderr.isatty()`` and not ``-q``)."""
         metrics = None
+        if args.metrics_host is not None and args.metrics_port is None:
+            args.parser.error("--metrics-host needs --metrics-port PORT (the endpoint is off without a port)")
         if args.metrics_port is not None:
             from vidpipe.errors import ConfigError
             from vidpipe.metrics import serve_metrics

@@ -48,6 +48,8 @@ def _config(args: argparse.Namespace):
     live = live_options(args, base=config.live)
     if live != config.live:
         changes["live"] = live
+    if args.metrics_host is not None and args.metrics_port is None and config.metrics.port is None:
+        args.parser.error("--metrics-host needs --metrics-port PORT (or metrics: port: in the config)")
     if args.metrics_port is not None or args.metrics_host is not None:
         changes["metrics"] = MetricsConfig(
             port=args.metrics_port if args.metrics_port is not None else config.metrics.port,
