@@ -245,3 +245,24 @@ def test_cli_sigterm_flushes_tables_and_exits_143(tmp_path: Path, clips: dict[st
     assert b_meta["finished"] is True and b_meta["status"] == "partial"
     b_rows = [json.loads(line) for line in (tmp_path / "b.jsonl").read_text().splitlines()]
     assert all(r["frame"] < b_meta["frames"] for r in b_rows)
+
+
+@pytest.mark.gpu
+def test_serve_on_the_gpu_exports_gpu_memory_and_nvdec(tmp_path: Path, clips: dict[str, Path]) -> None:
+    config = ServeConfig(
+        cameras=(CameraConfig("a", str(clips["short"])),), device="cuda",
+        output=OutputConfig(str(tmp_path / "out") + "/"), metrics=MetricsConfig(port=0),
+    )  # fmt: skip
+    with vidpipe.serve(config) as server:
+        wait_until(lambda: stream(server.status(), "a")["frames"] == 24, what="24 frames on the GPU")
+        fam = scrape(server.metrics_url)
+        stats = server.status()["stats"]
+        assert sample(fam, "vidpipe_gpu_memory_bytes") > 0
+        assert sample(fam, "vidpipe_gpu_peak_memory_bytes") >= sample(fam, "vidpipe_gpu_memory_bytes")
+        if stats.get("nvdec_util_percent") is not None:  # NVML (nvidia-ml-py) answered
+            assert 0 <= sample(fam, "vidpipe_nvdec_utilization_ratio") <= 1
+            assert 0 <= sample(fam, "vidpipe_gpu_utilization_ratio") <= 1
+        else:
+            assert "vidpipe_nvdec_utilization_ratio" not in fam
+    meta = json.loads((tmp_path / "out" / "a.detections.csv.meta.json").read_text())
+    assert meta["status"] == "complete" and meta["frames"] == 24
