@@ -21,7 +21,18 @@ __all__ = [
 
 
 class VidpipeError(Exception):
-    """Base class of every error vidpipe raises on purpose."""
+    """Base class of every error vidpipe raises on purpose.
+
+    Its message never carries credentials: text arguments are passed through
+    :func:`vidpipe.sources.redact.redact_text` (``rtsp://user:pw@cam/`` -> ``rtsp://***@cam/``).
+    """
+
+    def __init__(self, *args: object) -> None:
+        if any(isinstance(a, str) for a in args):
+            from vidpipe.sources.redact import redact_text
+
+            args = tuple(redact_text(a) if isinstance(a, str) else a for a in args)
+        super().__init__(*args)
 
 
 class SourceError(VidpipeError, OSError):

@@ -27,6 +27,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from vidpipe.errors import ConfigError, DecodeError, UnsupportedError, VidpipeError
+from vidpipe.sources.redact import redact_url
 
 if TYPE_CHECKING:
     import torch
@@ -128,7 +129,7 @@ def scan_frames(source: str | os.PathLike) -> FrameTable:
     exact = bool(keys) and None not in pts and len(set(pts)) == len(pts)
     if not exact:
         logger.debug("%s: timestamps missing or repeated; frames are numbered while decoding", text)
-        return FrameTable(text, tb, start, (), None, (), (), False, len(rows))
+        return FrameTable(redact_url(text), tb, start, (), None, (), (), False, len(rows))
     order = sorted(rows, key=lambda r: r[0])  # type: ignore[arg-type,return-value]
     frame_pts = tuple(r[0] for r in order)  # type: ignore[misc]
     number = {p: n for n, p in enumerate(frame_pts)}
@@ -141,7 +142,7 @@ def scan_frames(source: str | os.PathLike) -> FrameTable:
         keyframes.append(number[p])
         seek.append(p)  # MP4 and Matroska seek by presentation time: to this keyframe
     end = frame_pts[-1] + step if step > 0 else None
-    return FrameTable(text, tb, start, frame_pts, end, tuple(keyframes), tuple(seek), True, len(frame_pts))
+    return FrameTable(redact_url(text), tb, start, frame_pts, end, tuple(keyframes), tuple(seek), True, len(frame_pts))
 
 
 class FrameReader:
@@ -177,7 +178,7 @@ class FrameReader:
     @property
     def table(self) -> FrameTable:
         if self._table is None:
-            self._table = scan_frames(self.info.source)
+            self._table = scan_frames(self.info.location)
         return self._table
 
     def __len__(self) -> int:
@@ -209,7 +210,7 @@ class FrameReader:
         from vidpipe.decode.probe import discard_other_streams, open_input
 
         self.close()
-        self._container, self._stream = open_input(self.info.source)
+        self._container, self._stream = open_input(self.info.location)
         discard_other_streams(self._container, self._stream)
         self._stream.codec_context.thread_type = "AUTO"
         self._stream.codec_context.thread_count = 0

@@ -16,6 +16,7 @@ from pathlib import PurePath
 from typing import Any, Literal
 
 from vidpipe._validate import check_choice
+from vidpipe.sources.redact import redact_text
 
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "RunSummary",
     "vidpipe_version",
     "jsonable",
+    "redacted",
 ]
 
 SourceStatus = Literal["ok", "partial", "failed", "skipped"]
@@ -89,12 +91,27 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
+def redacted(value: Any) -> Any:
+    """``value`` (plain JSON types, as :func:`jsonable` gives) with credentials masked in every
+    string (:func:`vidpipe.sources.redact.redact_text`), keys included."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {redact_text(str(k)): redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redacted(v) for v in value]
+    return value
+
+
 @dataclass(frozen=True)
 class SourceSummary:
     """What happened to one input of the run.
 
+    Text never carries credentials: ``source``, ``error``, ``decoder_reason`` and the strings
+    of ``extra`` are redacted when the summary is built (``rtsp://***@cam/...``).
+
     Attributes:
-        source: the input as the user gave it.
+        source: the input as the user gave it (a URL's user and password masked).
         kind: ``"file"``, ``"live"``, ``"images"``, ... (free text from the source layer).
         status: ``"ok"`` (read to the end), ``"partial"`` (stopped early: Ctrl-C, error after some
             frames, max frames of a live stream), ``"failed"`` (no frame processed because of an
@@ -119,7 +136,13 @@ class SourceSummary:
 
     def __post_init__(self) -> None:
         check_choice("status", self.status, SOURCE_STATUSES)
-        object.__setattr__(self, "extra", dict(self.extra))
+        object.__setattr__(self, "source", redact_text(str(self.source)))
+        for name in ("error", "decoder_reason"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, redact_text(str(value)))
+        object.__setattr__(self, "extra", {k: redacted(v) if isinstance(v, (str, list, dict)) else v
+                                           for k, v in dict(self.extra).items()})
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -131,13 +154,16 @@ class SourceSummary:
             "decoder": self.decoder,
             "decoder_reason": self.decoder_reason,
             "error": self.error,
-            "extra": jsonable(self.extra),
+            "extra": redacted(jsonable(self.extra)),
         }
 
 
 @dataclass(frozen=True)
 class RunSummary:
     """The outcome of one run, over all its sources.
+
+    Credentials never appear in it: its sources are redacted (:class:`SourceSummary`), and
+    :meth:`to_dict` and :meth:`format_text` mask every string they give.
 
     Attributes:
         sources: one :class:`SourceSummary` per input, in input order.
@@ -168,9 +194,9 @@ class RunSummary:
     def __post_init__(self) -> None:
         object.__setattr__(self, "sources", tuple(self.sources))
         object.__setattr__(self, "outputs", tuple(str(o) for o in self.outputs))
-        object.__setattr__(self, "skipped", tuple(dict(s) for s in self.skipped))
+        object.__setattr__(self, "skipped", tuple(redacted(dict(s)) for s in self.skipped))
         object.__setattr__(self, "backends", {str(k): str(v) for k, v in self.backends.items()})
-        object.__setattr__(self, "stats", dict(self.stats))
+        object.__setattr__(self, "stats", redacted(dict(self.stats)))
 
     @property
     def status(self) -> SourceStatus:
@@ -186,8 +212,8 @@ class RunSummary:
         return "partial"
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict (``json.dumps`` works on it as is)."""
-        return {
+        """A JSON-safe dict (``json.dumps`` works on it as is), credentials masked."""
+        return redacted({
             "vidpipe_version": vidpipe_version(),
             "status": self.status,
             "frames": int(self.frames),
@@ -201,7 +227,7 @@ class RunSummary:
             "outputs": list(self.outputs),
             "skipped": [jsonable(s) for s in self.skipped],
             "stats": jsonable(self.stats),
-        }
+        })
 
     def format_text(self, *, errors: bool = True) -> str:
         """A short human summary: one line per source, totals, fps, backends, outputs, skips.
@@ -245,4 +271,4 @@ class RunSummary:
             lines.append(f"skipped {len(self.skipped)} input{'s' if len(self.skipped) != 1 else ''}:")
             for item in self.skipped:
                 lines.append(f"  {item.get('path', '?')}: {item.get('reason', 'no reason given')}")
-        return "\n".join(lines)
+        return redact_text("\n".join(lines))

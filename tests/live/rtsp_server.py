@@ -7,11 +7,16 @@ The project's virtualenv has no ``gi``; Debian's Python has it with ``python3-gs
     /usr/bin/python3 tests/live/rtsp_server.py --port 8554 --streams 2 --width 320 --height 240 --fps 15
 
 Mount points: ``/cam0`` ... ``/cam{N-1}``: live H.264 (``videotestsrc is-live=true`` moving ball,
-x264enc ``tune=zerolatency``, no B-frames, a keyframe every ``--keyint`` seconds, SPS/PPS with
-every keyframe) and ``/NAME`` for each ``--file NAME=PATH`` (the file's H.264 remuxed, not
+x264enc ``tune=zerolatency``, no B-frames, a keyframe every ``--keyint`` seconds; SPS/PPS in
+the SDP, and with ``--sps-in-band`` also before every keyframe) and ``/NAME`` for each ``--file NAME=PATH`` (the file's H.264 remuxed, not
 re-encoded, played once at its own rate). With ``--user``/``--password`` every mount needs
 those credentials (HTTP basic, as IP cameras do). TCP and UDP transports are both offered.
-Prints ``READY <port>`` once listening. ``--shared`` gives all clients of a mount one pipeline
+Prints ``READY <port>`` once listening.
+
+In-band SPS/PPS (``--sps-in-band``, as many cameras send) makes FFmpeg's RTSP client (5.1 CLI and
+PyAV 18 / FFmpeg 8.1) deliver each keyframe twice (the copy with the same pts, or none) and
+mis-decode a few frames after the first one; so by default they are only in the SDP
+(``sprop-parameter-sets``), where a client joining mid-stream also finds them. ``--shared`` gives all clients of a mount one pipeline
 (one encoder, as a camera has; a client joins mid-GOP at the next keyframe); without it each
 client gets its own pipeline (starts at a keyframe, costs an encoder per client).
 """
@@ -42,14 +47,14 @@ def _live_launch(index: int, args: argparse.Namespace) -> str:
         f"! videoconvert ! x264enc tune=zerolatency speed-preset=ultrafast bframes=0 "
         f"key-int-max={keyint} bitrate={args.bitrate} "
         f"! video/x-h264,profile=constrained-baseline "
-        f"! rtph264pay name=pay0 pt=96 config-interval=-1 )"
+        f"! rtph264pay name=pay0 pt=96 config-interval={args.config_interval} )"
     )
 
 
-def _file_launch(path: str) -> str:
+def _file_launch(path: str, args: argparse.Namespace) -> str:
     location = path.replace("\\", "\\\\").replace('"', '\\"')
     return (f'( filesrc location="{location}" ! parsebin ! h264parse '
-            f"! rtph264pay name=pay0 pt=96 config-interval=-1 )")
+            f"! rtph264pay name=pay0 pt=96 config-interval={args.config_interval} )")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bitrate", type=int, default=300, help="kbit/s")
     p.add_argument("--file", action="append", default=[], metavar="NAME=PATH")
     p.add_argument("--shared", action="store_true")
+    p.add_argument("--sps-in-band", dest="config_interval", action="store_const", const=-1, default=0,
+                   help="also send SPS/PPS in-band before every keyframe (rtph264pay config-interval=-1)")
     p.add_argument("--user")
     p.add_argument("--password")
     args = p.parse_args(argv)
@@ -76,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     launches = {f"/cam{i}": _live_launch(i, args) for i in range(args.streams)}
     for spec in args.file:
         name, _, path = spec.partition("=")
-        launches[f"/{name}"] = _file_launch(path)
+        launches[f"/{name}"] = _file_launch(path, args)
 
     if args.user is not None:
         auth = GstRtspServer.RTSPAuth()

@@ -121,8 +121,9 @@ class RtspServer(ServerProcess):
     """GStreamer's RTSP server: ``/cam0`` ... ``/cam{streams-1}`` live, plus ``files`` by mount name.
 
     Live mounts: ``width`` x ``height`` at ``fps``, H.264 constrained baseline (no B-frames), a
-    keyframe every ``keyint_s`` seconds, SPS/PPS with each keyframe, each mount a different moving
-    ``videotestsrc`` pattern. File mounts (``files={"clip": path}``): the file's H.264 remuxed and
+    keyframe every ``keyint_s`` seconds, each mount a different moving ``videotestsrc`` pattern.
+    SPS/PPS are in the SDP; ``sps_in_band=True`` also sends them before every keyframe, as many
+    cameras do (FFmpeg's RTSP client then delivers each keyframe twice: see rtsp_server.py). File mounts (``files={"clip": path}``): the file's H.264 remuxed and
     played once at its own rate. ``shared=True`` (default): one pipeline per mount for all its
     clients, as a camera has one encoder (CPU cost per mount, not per client; a client joins at
     the next keyframe). ``user``/``password``: every mount needs them (basic auth).
@@ -132,11 +133,12 @@ class RtspServer(ServerProcess):
 
     def __init__(self, *, streams: int = 1, width: int = 320, height: int = 240, fps: int = 15,
                  keyint_s: float = 1.0, bitrate_kbps: int = 300, files: Mapping[str, str | os.PathLike] | None = None,
-                 shared: bool = True, user: str | None = None, password: str | None = None,
+                 shared: bool = True, sps_in_band: bool = False, user: str | None = None, password: str | None = None,
                  port: int | None = None, host: str = LOOPBACK, python: str = GST_PYTHON, **kwargs) -> None:
         super().__init__(**kwargs)
         self.streams, self.width, self.height, self.fps = streams, width, height, fps
         self.keyint_s, self.bitrate_kbps, self.shared = keyint_s, bitrate_kbps, shared
+        self.sps_in_band = sps_in_band
         self.files = {k: os.fspath(v) for k, v in (files or {}).items()}
         self.user, self.password = user, password
         self.host, self.python = host, python
@@ -166,6 +168,8 @@ class RtspServer(ServerProcess):
         cmd += [a for name, path in self.files.items() for a in ("--file", f"{name}={path}")]
         if self.shared:
             cmd.append("--shared")
+        if self.sps_in_band:
+            cmd.append("--sps-in-band")
         if self.user is not None:
             cmd += ["--user", self.user, "--password", self.password or ""]
         return cmd

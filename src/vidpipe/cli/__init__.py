@@ -86,35 +86,57 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _setup_logging(debug: bool, quiet: bool) -> None:
+    """vidpipe's log records to stderr, credentials masked (messages, arguments, tracebacks).
+
+    FFmpeg's own messages reach Python logging only if PyAV's logging is turned on (it is off by
+    default, and vidpipe leaves it off: PyAV's log callback can deadlock threaded decoding);
+    should it be, the ``libav`` loggers that see URLs carry the same redacting filter
+    (:func:`~vidpipe.sources.redact.guard_ffmpeg_logs`), and with ``--debug`` they are shown
+    through this handler.
+    """
+    from vidpipe.sources.redact import RedactingFilter, guard_ffmpeg_logs
+
     level = logging.DEBUG if debug else (logging.ERROR if quiet else logging.INFO)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s" if debug else "vidpipe: %(message)s"))
+    handler.addFilter(RedactingFilter())  # first: what any later filter or the formatter sees is clean
     if not debug:  # --debug shows them as they happen, with their tracebacks
         handler.addFilter(_NotReportedHere())
     root = logging.getLogger("vidpipe")
     root.handlers[:] = [handler]
     root.setLevel(level)
     root.propagate = False
+    guard_ffmpeg_logs()
+    if debug:
+        libav = logging.getLogger("libav")
+        if handler not in libav.handlers:
+            libav.addHandler(handler)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _setup_logging(args.debug, args.quiet)
+    from vidpipe.sources.redact import redact_text
+
     try:
         return int(args.func(args) or 0)
     except VidpipeError as exc:
         if args.debug:
             logger.exception("error")
-        print(f"vidpipe: error: {cli_message(str(exc))}", file=sys.stderr)
+        print(f"vidpipe: error: {redact_text(cli_message(str(exc)))}", file=sys.stderr)
         return EXIT_USER
     except KeyboardInterrupt:
         print("vidpipe: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - last-resort one-liner; --debug has the traceback
         if args.debug:
-            raise
-        print(f"vidpipe: internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)", file=sys.stderr)
+            logger.exception("internal error")  # through the redacting handler, not Python's hook
+            return 1
+        print(
+            f"vidpipe: internal error: {type(exc).__name__}: {redact_text(str(exc))} (run with --debug for the traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 

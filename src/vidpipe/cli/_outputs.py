@@ -7,6 +7,15 @@ input; the rows of later inputs are held in memory until the inputs before them 
 Ctrl-C/SIGTERM the held rows are written (still in input order) before the table is finalised;
 a process killed outright loses them. One table per input (the default, or ``-o FOLDER/``) holds
 nothing back.
+
+Live inputs (stream URLs, and files played ``--realtime``) never end, so no row waits for them:
+while a run has a live input, a single table takes every row as it comes (input order is kept
+only among the rows of each input), and the tables of live inputs get the ``captured_at`` and
+``latency_ms`` columns. Every batch reaches the file before the next is asked for, so a reader
+sees rows within the pipeline's batch deadline (under a second), and a SIGKILL loses no row
+already delivered (CSV, JSONL; Parquet is readable only once finalised: see
+:mod:`vidpipe.sinks.table`). ``--rotate hourly`` writes one complete table (and metadata) per
+hour: :mod:`vidpipe.sinks.rotate`.
 """
 
 from __future__ import annotations
@@ -42,12 +51,14 @@ class OutputSpec:
         path: the folder or file (``None`` for ``beside`` and ``stdout``).
         format: ``csv``/``jsonl``/``parquet``, or ``auto`` (by ``path``'s extension).
         here: write ``beside`` tables in the current folder (the bundled sample's case).
+        rotate: ``"none"`` or ``"hourly"`` (one file per hour, see :mod:`vidpipe.sinks.rotate`).
     """
 
     mode: OutputMode
     path: Path | None
     format: str
     here: bool = False
+    rotate: str = "none"
 
     def table_for(self, source: str) -> Path:
         """The table of one input in the ``beside`` and ``folder`` modes."""
@@ -80,14 +91,30 @@ class Outputs:
         self._single: "Sink | None" = None
         if spec.mode == "stdout":
             fmt = "jsonl" if spec.format == "auto" else spec.format
-            self._single = TableSink("<stdout>", format=fmt, names=names, stream=sys.stdout)  # type: ignore[arg-type]
+            self._single = TableSink(
+                "<stdout>", format=fmt, names=names, stream=sys.stdout, capture_times=self._live_run()  # type: ignore[arg-type]
+            )
         elif spec.mode == "single":
-            self._single = make_sink(spec.path, names=names, format=spec.format)
+            self._single = make_sink(
+                spec.path, names=names, format=spec.format, rotate=spec.rotate, capture_times=self._live_run()
+            )
         # input order in a single table: the input being written, and the rows held for later ones
         self._current = 0
         self._held: dict[int, list["FrameResult"]] = {}
 
     # ---------------------------------------------------------------- writing
+    def _is_live(self, stream_id: int) -> bool:
+        """Whether input ``stream_id`` is live: a stream URL (or webcam), or any input played
+        at its own frame rate (``--realtime``)."""
+        states = self._run.states
+        if not 0 <= stream_id < len(states):
+            return False
+        spec = states[stream_id].spec
+        if getattr(spec, "kind", None) == "live":
+            return True
+        live_options = getattr(getattr(self._run, "config", None), "live", None)
+        return bool(getattr(live_options, "realtime", False)) and getattr(spec, "kind", None) == "file"
+
     def _sink_for(self, stream_id: int, source: str) -> "Sink":
         sink = self._per_source.get(stream_id)
         if sink is None:
@@ -99,7 +126,10 @@ class Outputs:
                 path = stem.with_name(stem.name.replace(".detections", f".detections-{n}", 1))
                 n += 1
             self._paths.add(path)
-            sink = make_sink(path, names=self._names, format=self.spec.format)
+            sink = make_sink(
+                path, names=self._names, format=self.spec.format, rotate=self.spec.rotate,
+                capture_times=self._is_live(stream_id),
+            )
             self._per_source[stream_id] = sink
         return sink
 
@@ -116,11 +146,15 @@ class Outputs:
         # (no advance before routing: the run counts a batch as yielded before we get it, so an
         # input whose last batch this is already looks drained)
         for sid, results in groups.items():
-            if sid == self._current:
+            if sid == self._current or self._live_run():
                 self._single.write(results)
             else:
                 self._held.setdefault(sid, []).extend(results)
         self._advance()
+
+    def _live_run(self) -> bool:
+        """A live input is in the run: nothing is held back (it would wait forever)."""
+        return any(self._is_live(i) for i in range(len(self._run.states)))
 
     def _advance(self) -> None:
         """Move past finished inputs, writing what was held for the next one."""

@@ -114,6 +114,9 @@ def add_parser(sub, common) -> None:
     p.add_argument("--strict-gpu", action="store_true", help="fail instead of falling back to the CPU on a GPU device")
     p.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                    help="progress bar on stderr (auto: on a terminal, off with -q)")
+    p.add_argument("--rotate", choices=("none", "hourly"), default="none",
+                   help="hourly: one complete table per hour (dets-2026-11-26T10.csv), by capture time for live "
+                   "inputs, else the wall clock, each with its metadata (default: %(default)s)")
     add_live_args(p)
     p.set_defaults(func=run, parser=p)
 
@@ -126,22 +129,25 @@ def _output_spec(args: argparse.Namespace):
     parser: argparse.ArgumentParser = args.parser
     fmt = args.format or "auto"
     out = args.output
+    rotate = getattr(args, "rotate", "none")
     if out is None:
-        return OutputSpec("beside", None, args.format or "csv", here=not args.inputs)
+        return OutputSpec("beside", None, args.format or "csv", here=not args.inputs, rotate=rotate)
     if out == "-":
+        if rotate != "none":
+            parser.error("--rotate hourly needs a file or folder output (-o FILE or -o FOLDER/), not stdout")
         if fmt == "parquet":
             parser.error("--format parquet cannot be streamed to stdout (-o -); use csv or jsonl, or a file")
         return OutputSpec("stdout", None, fmt)
     path = Path(out).expanduser()
     if out.endswith(("/", "\\")) or path.is_dir():
-        return OutputSpec("folder", path, args.format or "csv")
+        return OutputSpec("folder", path, args.format or "csv", rotate=rotate)
     if fmt == "auto" and path.suffix.lower() not in TABLE_EXTENSIONS:
         got = f"extension {path.suffix!r}" if path.suffix else "no extension"
         parser.error(
             f"cannot tell the format of -o {out} ({got}); end it with {', '.join(TABLE_EXTENSIONS)}, "
             "end it with / for a folder, or give --format"
         )
-    return OutputSpec("single", path, fmt)
+    return OutputSpec("single", path, fmt, rotate=rotate)
 
 
 def _check_device(args: argparse.Namespace) -> None:
@@ -185,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
     from vidpipe.cli._progress import progress
     from vidpipe.cli._signals import StopOnSignal
     from vidpipe.data import sample_video
+    from vidpipe.sources.redact import redact_text
 
     spec = _output_spec(args)
     _check_device(args)
@@ -256,5 +263,5 @@ def run(args: argparse.Namespace) -> int:
         return interrupt.exit_code or 130
     bad = [s for s in summary.sources if s.status != "ok"]
     for s in bad:
-        print(f"vidpipe: error: {s.error or s.source + ': ' + s.status}", file=sys.stderr)
+        print(f"vidpipe: error: {redact_text(s.error or s.source + ': ' + s.status)}", file=sys.stderr)
     return 2 if bad else 0

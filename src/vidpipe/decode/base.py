@@ -27,6 +27,11 @@ class StreamInfo:
     duration, see ``frame_count_exact``). ``color`` is the stream's matrix and range; when the
     stream leaves them unspecified the usual convention is assumed (BT.601 below 720 lines, else
     BT.709; limited range) and ``color_specified`` is ``False``.
+
+    ``source`` is the input as shown (logs, errors, ``FrameMeta.source``): a URL's user and
+    password are replaced by ``***``. ``location`` is what opens it (the URL with its
+    credentials; the same as ``source`` for files); it is left out of ``repr`` and never shown.
+    Constructing a ``StreamInfo`` with a raw URL as ``source`` fills both.
     """
 
     source: str
@@ -50,6 +55,14 @@ class StreamInfo:
     rotation: int = 0
     stream_index: int = 0
     extra: dict = field(default_factory=dict, compare=False)
+    location: str = field(default="", repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        from vidpipe.sources.redact import redact_url
+
+        if not self.location:
+            object.__setattr__(self, "location", self.source)
+        object.__setattr__(self, "source", redact_url(self.source))
 
 
 #: the most decoder processes one decode may ask for (:mod:`vidpipe.decode.procpool`)

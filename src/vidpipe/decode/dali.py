@@ -58,7 +58,7 @@ def check(info: StreamInfo, device: "torch.device") -> str | None:
         return f"DALI's video reader does not decode {info.codec}"
     from vidpipe.decode.probe import is_url
 
-    if is_url(info.source):
+    if is_url(info.location):
         return "DALI's video reader reads files only"
     return None
 
@@ -119,7 +119,7 @@ class DaliDecoder(Decoder):
         def pipe() -> Any:
             return fn.readers.video(
                 device="gpu",
-                filenames=[self.info.source],
+                filenames=[self.info.location],
                 sequence_length=sequence,
                 stride=stride,
                 step=sequence * stride,
@@ -139,7 +139,7 @@ class DaliDecoder(Decoder):
         packets lack timestamps)."""
         from vidpipe.decode.segments import scan_stream
 
-        index = scan_stream(self.info.source)
+        index = scan_stream(self.info.location)
         if any(p is None for p in index.pts):
             return []
         shown = sorted(p for n, p in enumerate(index.pts) if n not in index.discarded)  # type: ignore[type-var]

@@ -16,6 +16,7 @@ from typing import Any
 
 from vidpipe.decode.probe import discard_other_streams, is_url, open_input, read_packets, to_fraction
 from vidpipe.errors import DecodeError, UnsupportedError
+from vidpipe.sources.redact import redact_url, redacted_cause
 
 __all__ = ["Demuxer", "Keyframe", "ANNEXB_FILTERS"]
 
@@ -64,10 +65,12 @@ class Demuxer:
         stream_id: int = 0,
         options: dict[str, str] | None = None,
     ) -> None:
-        self.source = os.fspath(source)
+        #: what opens the input (a URL with its credentials); :attr:`source` is what is shown
+        self.location = os.fspath(source)
+        self.source = redact_url(self.location)
         self.stream_id = stream_id
         self._options = options
-        self._container, self._stream = open_input(self.source, options=options)
+        self._container, self._stream = open_input(self.location, options=options)
         discard_other_streams(self._container, self._stream)
         self.codec: str = self._stream.codec_context.name
         self.time_base: Fraction = to_fraction(self._stream.time_base) or Fraction(1, 1000)
@@ -92,7 +95,7 @@ class Demuxer:
             raise UnsupportedError(
                 f"{self.source}: cannot convert {self.codec} to Annex-B with the {name} "
                 f"bitstream filter ({exc}); convert the file with ffmpeg -c copy -bsf:v {name}"
-            ) from exc
+            ) from redacted_cause(exc)
 
     @property
     def container(self) -> str:
@@ -132,7 +135,7 @@ class Demuxer:
             raise DecodeError(
                 f"{self.source}: reading packets stopped after packet {self.packets_read} ({reason}); "
                 "the file may be truncated or damaged"
-            ) from exc
+            ) from redacted_cause(exc)
 
     def packets(self) -> Iterator[Any]:
         """:class:`~vidpipe.types.Packet` objects in decode order (Annex-B when ``annexb``)."""
@@ -157,9 +160,9 @@ class Demuxer:
 
         ``seconds <= 0`` reopens the file instead: a seek to the first timestamp is not exact in
         every format (in MPEG-TS FFmpeg's timestamp search lands on a later keyframe)."""
-        if seconds <= 0 and not is_url(self.source):
+        if seconds <= 0 and not is_url(self.location):
             self._container.close()
-            self._container, self._stream = open_input(self.source, options=self._options)
+            self._container, self._stream = open_input(self.location, options=self._options)
             discard_other_streams(self._container, self._stream)
         else:
             ts = self.start_pts + int(round(seconds / self.time_base))

@@ -160,7 +160,7 @@ def _extradata(info: StreamInfo) -> bytes | None:
         return None
     from vidpipe.decode.demux import Demuxer
 
-    with Demuxer(info.source) as dmx:
+    with Demuxer(info.location) as dmx:
         return dmx.extradata
 
 
@@ -247,7 +247,7 @@ class NvdecSession:
         from vidpipe.decode.nvdec_pool import POOL
 
         sess = POOL.acquire(session_key(info, device), lambda: cls(info, device))
-        if sess.info.source != info.source:  # a reused session: now decoding another file
+        if sess.info.location != info.location:  # a reused session: now decoding another file
             sess.info = info
             sess._extradata = _extradata(info)
         return sess
@@ -322,7 +322,7 @@ def warm_sessions(
         raise UnsupportedError(f"NVDEC cannot decode {info.source}: {why}")
     n = count if count is not None else default_workers(dev, info.codec)
     key = session_key(info, dev)
-    with Demuxer(info.source, annexb=canonical_codec(info.codec) in ANNEXB_FILTERS) as dmx:
+    with Demuxer(info.location, annexb=canonical_codec(info.codec) in ANNEXB_FILTERS) as dmx:
         first = next((p for p in dmx.packets() if p.is_key), None)
     if first is None:
         return POOL.idle(key)
@@ -413,7 +413,7 @@ class NvdecDecoder(SegmentParallelDecoder):
         if not annexb:
             from vidpipe.decode.demux import Demuxer
 
-            with Demuxer(info.source) as dmx:
+            with Demuxer(info.location) as dmx:
                 extradata = dmx.extradata
 
         def session(worker: int) -> NvdecSession:

@@ -200,12 +200,12 @@ class SegmentParallelDecoder(Decoder):
     def _make_plan(self, batch_size: int) -> DecodePlan:
         from vidpipe.decode.probe import is_url
 
-        if is_url(self.info.source):  # live / network: no scan, decode as it comes
+        if is_url(self.info.location):  # live / network: no scan, decode as it comes
             index = StreamIndex(self.info.source, self.info.time_base, 0, (), ())
             seg = Segment(0, 0, 0, None, None, None, (0, 0))
             return DecodePlan(index, False, (seg,))
         if self.index is None:
-            self.index = scan_stream(self.info.source)
+            self.index = scan_stream(self.info.location)
         window = self._window(batch_size)
         target = None
         if self.workers > 1:
@@ -419,7 +419,7 @@ class PyAVParallelDecoder(SegmentParallelDecoder):
         cores = os.cpu_count() or 2
         k = workers if workers is not None else max(2, cores // 4)
         per = threads if threads is not None else max(1, cores // k)
-        with Demuxer(info.source) as dmx:
+        with Demuxer(info.location) as dmx:
             extradata = dmx.extradata
 
         def session(worker: int) -> PyAVSession:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from vidpipe.decode.base import StreamInfo
 from vidpipe.decode.rotation import stream_orientation
 from vidpipe.errors import SourceError
+from vidpipe.sources.redact import guard_ffmpeg_logs, redact_text, redact_url, redacted_cause
 from vidpipe.types import ColorSpec
 
 if TYPE_CHECKING:
@@ -84,8 +85,9 @@ def color_from_tags(colorspace: int, color_range: int, pix_fmt: str | None, heig
 
 
 def _ffmpeg_reason(exc: BaseException) -> str:
+    """FFmpeg's reason for ``exc`` (``strerror``, else the message), credentials masked."""
     reason = getattr(exc, "strerror", None) or str(exc)
-    return str(reason).strip().rstrip(".")
+    return redact_text(str(reason).strip().rstrip("."))
 
 
 def _check_path(source: str) -> Path:
@@ -133,30 +135,45 @@ def open_input(
     import av
 
     text = os.fspath(source)
+    name = redact_url(text)  # what messages show; ``text`` (with any credentials) only opens it
     path = None if is_url(text) else _check_path(text)
     if timeout is None and path is None:
         timeout = _URL_TIMEOUT
+    if path is None:
+        guard_ffmpeg_logs()  # FFmpeg's own messages about this URL, should PyAV's logging be on
+    failure: BaseException | None = None
     try:
         container = av.open(text, mode="r", options=options or {}, timeout=timeout, **_tag_decoding(av))
-    except av.error.FFmpegError as exc:
-        reason = _ffmpeg_reason(exc)
-        hint = "check the file or convert it with ffmpeg"
-        if path is not None and _looks_like_mp4(path):
-            hint = (
-                "it looks like an MP4 whose index (moov atom) is missing or damaged, as an "
-                "interrupted recording leaves it; recover it with a tool such as untrunc, or re-record it"
-            )
-        if path is None:
-            raise SourceError(f"cannot open {text} ({reason}); check the URL and that the stream is live") from exc
-        raise SourceError(f"{text} is not a video PyAV can read ({reason}); {hint}") from exc
-    except OSError as exc:
-        raise SourceError(f"cannot open {text} ({exc})") from exc
+    except (av.error.FFmpegError, OSError) as exc:
+        failure = exc
+    if failure is not None:
+        # raised here, outside the handler, so that PyAV's exception (whose message names the
+        # URL with its credentials) is not kept as the context; a redacted stand-in is the cause
+        raise _open_error(name, path, failure) from redacted_cause(failure)
     if not container.streams.video:
         kinds = [f"{s.type} {s.codec_context.name if s.codec_context else '?'}" for s in container.streams]
         container.close()
         listed = ", ".join(kinds) if kinds else "none"
-        raise SourceError(f"{text} has no video stream (streams: {listed})")
+        raise SourceError(f"{name} has no video stream (streams: {listed})")
     return container, container.streams.video[0]
+
+
+def _open_error(name: str, path: Path | None, exc: BaseException) -> SourceError:
+    """The :class:`SourceError` of a failed ``av.open`` of ``name`` (already redacted)."""
+    import av
+
+    if not isinstance(exc, av.error.FFmpegError):
+        return SourceError(f"cannot open {name} ({_ffmpeg_reason(exc)})")
+    reason = _ffmpeg_reason(exc)
+    if path is None:
+        return SourceError(f"cannot open {name} ({reason}); check the URL and that the stream is live")
+    hint = "check the file or convert it with ffmpeg"
+    if _looks_like_mp4(path):
+        hint = (
+            "it looks like an MP4 whose index (moov atom) is missing or damaged, as an "
+            "interrupted recording leaves it; recover it with a tool such as untrunc, or re-record it"
+        )
+    return SourceError(f"{name} is not a video PyAV can read ({reason}); {hint}")
 
 
 def discard_other_streams(container: Any, keep: Any) -> None:
@@ -239,6 +256,7 @@ def probe(source: str | os.PathLike, *, options: dict[str, str] | None = None) -
     import av
 
     text = os.fspath(source)
+    info_name = redact_url(text)
     container, stream = open_input(text, options=options)
     try:
         cc = stream.codec_context
@@ -271,7 +289,7 @@ def probe(source: str | os.PathLike, *, options: dict[str, str] | None = None) -
         width, height = int(cc.width), int(cc.height)
         if width <= 0 or height <= 0:
             raise SourceError(
-                f"{text}: the video stream has no frame size (codec {cc.name}); the file may be "
+                f"{info_name}: the video stream has no frame size (codec {cc.name}); the file may be "
                 "damaged; check it with ffprobe or convert it with ffmpeg"
             )
         info = StreamInfo(
@@ -313,7 +331,7 @@ def probe(source: str | os.PathLike, *, options: dict[str, str] | None = None) -
         info = dataclasses.replace(info, rotation=turn.degrees, extra=extra)
     finally:
         container.close()
-    logger.debug("probe %s: %s %dx%d %s fps=%s", text, info.codec, info.width, info.height, info.pix_fmt, info.fps)
+    logger.debug("probe %s: %s %dx%d %s fps=%s", info.source, info.codec, info.width, info.height, info.pix_fmt, info.fps)
     return info
 
 

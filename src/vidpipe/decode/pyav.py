@@ -32,6 +32,7 @@ from vidpipe.decode.probe import discard_other_streams, open_input, probe, read_
 from vidpipe.decode.rgb import FrameToRGB
 from vidpipe.decode.timing import FrameNumbers, warn_timestamp_gaps
 from vidpipe.errors import DecodeError
+from vidpipe.sources.redact import redacted_cause
 from vidpipe.types import FrameBatch, FrameMeta
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ class PyAVDecoder(Decoder):
 
     def _open(self) -> tuple[Any, Any]:
         self.close()
-        container, stream = open_input(self.info.source)
+        container, stream = open_input(self.info.location)
         self._container = container
         discard_other_streams(container, stream)
         cc = stream.codec_context
@@ -244,7 +245,7 @@ class PyAVDecoder(Decoder):
                 f"{self.info.source}: decoding stopped at frame {index + 1} ({reason}); the {kept} frames "
                 "delivered before it were kept; check the file with ffprobe or re-encode it with ffmpeg"
             )
-            self.error.__cause__ = self._failure
+            self.error.__cause__ = redacted_cause(self._failure)  # PyAV's message names the URL
             logger.warning("%s", self.error)
             return False
         self._note_missing(numbers, times, reached_end=not past_end)
@@ -398,6 +399,6 @@ def _damaged(source: str, packets: int, first: BaseException, kept: int) -> Deco
         f"frames in them are lost; the {kept} frames decoded around the damage were kept; check the "
         "file with ffprobe or re-encode it with ffmpeg"
     )
-    error.__cause__ = first
+    error.__cause__ = redacted_cause(first)
     return error
 

@@ -93,8 +93,11 @@ class DemuxReader:
         seek_gap: int = SEEK_GAP,
         start_prefix: bytes = b"",
     ) -> None:
+        from vidpipe.sources.redact import redact_url
+
         self.plan = plan
-        self.source = source
+        self.location = source  # opens the input; ``source`` (credentials masked) is shown
+        self.source = redact_url(source)
         self.annexb = annexb
         self.stream_id = stream_id
         self.packet_of = packet_of if packet_of is not None else packet_numbers(plan)
@@ -113,7 +116,7 @@ class DemuxReader:
     def _open(self) -> None:
         from vidpipe.decode.demux import Demuxer
 
-        self._dmx = Demuxer(self.source, annexb=self.annexb, stream_id=self.stream_id)
+        self._dmx = Demuxer(self.location, annexb=self.annexb, stream_id=self.stream_id)
         self._it = self._dmx.packets()
         self._last = -1
         self._pending = None

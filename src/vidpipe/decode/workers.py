@@ -312,7 +312,7 @@ def _demux_reader(dec: "SegmentParallelDecoder", plan: "DecodePlan", shared: Sha
             pass
     dec.packet_reader = "pyav"
     return DemuxReader(
-        plan, source=dec.info.source, annexb=dec.annexb, stream_id=dec.stream_id, packet_of=packet_of,
+        plan, source=dec.info.location, annexb=dec.annexb, stream_id=dec.stream_id, packet_of=packet_of,
         start_prefix=prefix,
     )  # fmt: skip
 

@@ -1,8 +1,9 @@
 """Row encoders of the detection table: CSV, JSON Lines and Parquet.
 
 Each writer turns :class:`~vidpipe.sinks._host.HostRows` into rows of the fixed columns
-(:data:`COLUMNS`, plus :data:`TRACK_COLUMN` when tracking) and writes them to an already open
-temporary file; :class:`~vidpipe.sinks.table.TableSink` owns the file and the rename.
+(:data:`COLUMNS`, plus :data:`TRACK_COLUMN` when tracking, plus :data:`CAPTURE_COLUMNS` for live
+sources) and writes them to an already open file; :class:`~vidpipe.sinks.table.TableSink` owns
+the file (and the rename of a temporary one).
 """
 
 from __future__ import annotations
@@ -11,15 +12,20 @@ import csv
 import io
 import json
 import math
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timezone
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from vidpipe.sinks._host import HostRows
     from vidpipe.types import FrameResult
 
-__all__ = ["COLUMNS", "TRACK_COLUMN", "COLUMN_TYPES", "TableWriter", "make_writer", "writer_class"]
+__all__ = [
+    "COLUMNS", "TRACK_COLUMN", "CAPTURE_COLUMNS", "COLUMN_TYPES", "TableWriter", "make_writer", "writer_class",
+    "format_utc",
+]
 
 #: The columns of every detection table, in this order.
 COLUMNS: tuple[str, ...] = (
@@ -27,6 +33,8 @@ COLUMNS: tuple[str, ...] = (
 )
 #: Appended after :data:`COLUMNS` when tracking is on.
 TRACK_COLUMN = "track_id"
+#: Appended last for live sources: the frame's capture time and its capture-to-row latency.
+CAPTURE_COLUMNS: tuple[str, ...] = ("captured_at", "latency_ms")
 #: Logical type of each column (Parquet uses exactly these; CSV/JSONL values follow them).
 COLUMN_TYPES: dict[str, str] = {
     "source": "string",
@@ -40,11 +48,28 @@ COLUMN_TYPES: dict[str, str] = {
     "x2": "float32",
     "y2": "float32",
     "track_id": "int64, null when the detection is not tracked",
+    "captured_at": "UTC time the frame was received, ISO 8601 with milliseconds (2026-11-26T10:15:02.123Z; "
+    "Parquet: timestamp[ms, UTC]), null when unknown",
+    "latency_ms": "float64 milliseconds from the frame's receipt to its row being written, null when unknown",
 }
 #: Decimals of the text formats (CSV, JSONL): seconds to the microsecond, boxes to 1/100 pixel.
 PTS_DECIMALS, CONF_DECIMALS, BOX_DECIMALS = 6, 4, 2
 
 NamesFor = Callable[["FrameResult"], Sequence[str]]
+#: the ``source`` column of a location (credentials masked)
+SourceOf = Callable[[str], str]
+
+
+def format_utc(seconds: float) -> str:
+    """UTC epoch seconds as ISO 8601 with milliseconds (rounded, as Parquet's ms timestamps) and a
+    ``Z``: ``2026-11-26T10:15:02.123Z``."""
+    ms = int(round(seconds * 1000))
+    t = datetime.fromtimestamp(ms // 1000, timezone.utc).replace(microsecond=(ms % 1000) * 1000)
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _latency_ms(captured_mono: float | None, now: float) -> float | None:
+    return None if captured_mono is None else (now - captured_mono) * 1000.0
 
 
 def _pts(meta_pts: float | None) -> float | None:
@@ -55,21 +80,30 @@ def _class_name(names: Sequence[str], class_id: int) -> str:
     return names[class_id] if 0 <= class_id < len(names) else str(class_id)
 
 
-def _iter_rows(rows: "HostRows", names_for: NamesFor) -> Iterator[tuple[Any, ...]]:
-    """Python tuples ``(source, frame, pts|None, class_id, class_name, conf, x1, y1, x2, y2[, track|None])``."""
+def _iter_rows(
+    rows: "HostRows", names_for: NamesFor, source_of: SourceOf, *, tracking: bool, capture: bool
+) -> Iterator[tuple[Any, ...]]:
+    """Python tuples ``(source, frame, pts|None, class_id, class_name, conf, x1, y1, x2, y2
+    [, track|None][, captured_at epoch s|None, latency ms|None])``."""
     boxes, scores, ids = rows.boxes.tolist(), rows.scores.tolist(), rows.class_ids.tolist()
     tracks = None
-    if rows.track_ids is not None and rows.track_valid is not None:
+    if tracking and rows.track_ids is not None and rows.track_valid is not None:
         tracks = [t if v else None for t, v in zip(rows.track_ids.tolist(), rows.track_valid.tolist())]
+    now = time.monotonic()
     start = 0
     for result, count in zip(rows.results, rows.counts.tolist()):
         if not count:
             continue
         meta, names = result.meta, names_for(result)
-        pts = _pts(meta.pts)
+        pts, source = _pts(meta.pts), source_of(meta.source)
+        tail: tuple[Any, ...] = ()
+        if capture:
+            tail = (meta.captured_at, _latency_ms(meta.captured_mono, now))
         for j in range(start, start + count):
-            row = (meta.source, meta.index, pts, ids[j], _class_name(names, ids[j]), scores[j], *boxes[j])
-            yield row if tracks is None else (*row, tracks[j])
+            row = (source, meta.index, pts, ids[j], _class_name(names, ids[j]), scores[j], *boxes[j])
+            if tracking:
+                row = (*row, None if tracks is None else tracks[j])
+            yield row + tail
         start += count
 
 
@@ -78,11 +112,18 @@ class TableWriter(ABC):
 
     binary: bool = False
 
-    def __init__(self, fileobj: IO[Any], columns: Sequence[str], *, row_group_size: int) -> None:
+    def __init__(
+        self, fileobj: IO[Any], columns: Sequence[str], *, row_group_size: int, source_of: SourceOf = str
+    ) -> None:
         self.fileobj = fileobj
         self.columns = tuple(columns)
         self.tracking = TRACK_COLUMN in self.columns
+        self.capture = CAPTURE_COLUMNS[0] in self.columns
         self.row_group_size = row_group_size
+        self.source_of = source_of
+
+    def _rows(self, rows: "HostRows", names_for: NamesFor) -> Iterator[tuple[Any, ...]]:
+        return _iter_rows(rows, names_for, self.source_of, tracking=self.tracking, capture=self.capture)
 
     @abstractmethod
     def write(self, rows: "HostRows", names_for: NamesFor) -> None: ...
@@ -95,11 +136,12 @@ class TableWriter(ABC):
 class CsvWriter(TableWriter):
     """RFC 4180 CSV via the csv module, ``\\n`` line ends, a header row, fixed decimals.
 
-    An unknown ``pts`` and an untracked ``track_id`` are empty fields.
+    An unknown ``pts``, an untracked ``track_id`` and an unknown ``captured_at``/``latency_ms``
+    are empty fields; ``latency_ms`` has one decimal.
     """
 
-    def __init__(self, fileobj: IO[Any], columns: Sequence[str], *, row_group_size: int) -> None:
-        super().__init__(fileobj, columns, row_group_size=row_group_size)
+    def __init__(self, fileobj: IO[Any], columns: Sequence[str], **kwargs: Any) -> None:
+        super().__init__(fileobj, columns, **kwargs)
         csv.writer(fileobj, lineterminator="\n").writerow(self.columns)
 
     def write(self, rows: "HostRows", names_for: NamesFor) -> None:
@@ -113,11 +155,14 @@ class CsvWriter(TableWriter):
             ]
             if self.tracking:
                 out.append("" if row[10] is None else row[10])
+            if self.capture:
+                at, lat = row[-2:]
+                out += ["" if at is None else format_utc(at), "" if lat is None else f"{lat:.1f}"]
             return out
 
         # One write per batch: the file only ever grows by whole rows (see TableSink).
         buf = io.StringIO()
-        csv.writer(buf, lineterminator="\n").writerows(fmt(r) for r in _iter_rows(rows, names_for))
+        csv.writer(buf, lineterminator="\n").writerows(fmt(r) for r in self._rows(rows, names_for))
         if buf.tell():
             self.fileobj.write(buf.getvalue())
 
@@ -128,7 +173,7 @@ class JsonlWriter(TableWriter):
     def write(self, rows: "HostRows", names_for: NamesFor) -> None:
         p, c, b = PTS_DECIMALS, CONF_DECIMALS, BOX_DECIMALS
         lines = []
-        for row in _iter_rows(rows, names_for):
+        for row in self._rows(rows, names_for):
             src, frame, pts, cid, name, conf, x1, y1, x2, y2 = row[:10]
             values = [
                 src, frame, None if pts is None else round(pts, p), cid, name, round(conf, c),
@@ -136,6 +181,9 @@ class JsonlWriter(TableWriter):
             ]
             if self.tracking:
                 values.append(row[10])
+            if self.capture:
+                at, lat = row[-2:]
+                values += [None if at is None else format_utc(at), None if lat is None else round(lat, 1)]
             lines.append(json.dumps(dict(zip(self.columns, values)), ensure_ascii=False))
         if lines:
             self.fileobj.write("\n".join(lines) + "\n")
@@ -151,8 +199,8 @@ class ParquetWriter(TableWriter):
 
     binary = True
 
-    def __init__(self, fileobj: IO[Any], columns: Sequence[str], *, row_group_size: int) -> None:
-        super().__init__(fileobj, columns, row_group_size=row_group_size)
+    def __init__(self, fileobj: IO[Any], columns: Sequence[str], **kwargs: Any) -> None:
+        super().__init__(fileobj, columns, **kwargs)
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -160,8 +208,9 @@ class ParquetWriter(TableWriter):
             "source": pa.string(), "frame": pa.int64(), "pts": pa.float64(), "class_id": pa.int64(),
             "class_name": pa.string(), "confidence": pa.float32(), "x1": pa.float32(),
             "y1": pa.float32(), "x2": pa.float32(), "y2": pa.float32(), TRACK_COLUMN: pa.int64(),
+            "captured_at": pa.timestamp("ms", tz="UTC"), "latency_ms": pa.float64(),
         }
-        nullable = {"pts", TRACK_COLUMN}
+        nullable = {"pts", TRACK_COLUMN, *CAPTURE_COLUMNS}
         self._pa = pa
         self.schema = pa.schema([pa.field(c, types[c], nullable=c in nullable) for c in self.columns])
         # store_schema=False: the plain Parquet types round-trip exactly, and the key-value
@@ -178,7 +227,7 @@ class ParquetWriter(TableWriter):
         pa = self._pa
         frames = [r for r, k in zip(rows.results, rows.counts.tolist()) if k]
         counts = rows.counts[rows.counts > 0]
-        sources = np.repeat(np.array([r.meta.source for r in frames], dtype=object), counts)
+        sources = np.repeat(np.array([self.source_of(r.meta.source) for r in frames], dtype=object), counts)
         index = np.repeat(np.array([r.meta.index for r in frames], dtype=np.int64), counts)
         pts_list = [_pts(r.meta.pts) for r in frames]
         pts = np.repeat(np.array([math.nan if p is None else p for p in pts_list], dtype=np.float64), counts)
@@ -202,6 +251,16 @@ class ParquetWriter(TableWriter):
         if self.tracking:
             valid = rows.track_valid if rows.track_valid is not None else np.zeros(len(rows), bool)
             arrays[TRACK_COLUMN] = pa.array(rows.track_ids, mask=~valid)
+        if self.capture:
+            now = time.monotonic()
+            at = [r.meta.captured_at for r in frames]
+            lat = [_latency_ms(r.meta.captured_mono, now) for r in frames]
+            at_ms = np.array([-1 if t is None else int(round(t * 1000)) for t in at], dtype=np.int64)
+            lat_v = np.array([math.nan if v is None else v for v in lat], dtype=np.float64)
+            at_ms, lat_v = np.repeat(at_ms, counts), np.repeat(lat_v, counts)
+            arrays["captured_at"] = pa.array(at_ms, type=pa.timestamp("ms", tz="UTC"),
+                                             mask=np.repeat(np.array([t is None for t in at]), counts))
+            arrays["latency_ms"] = pa.array(lat_v, mask=np.isnan(lat_v))
         self._pending.append(pa.Table.from_arrays([arrays[c] for c in self.columns], schema=self.schema))
         self._pending_rows += len(rows)
         if self._pending_rows >= self.row_group_size:
@@ -234,5 +293,7 @@ def writer_class(format: str) -> type[TableWriter]:
     return _WRITERS[format]
 
 
-def make_writer(format: str, fileobj: IO[Any], columns: Sequence[str], *, row_group_size: int) -> TableWriter:
-    return _WRITERS[format](fileobj, columns, row_group_size=row_group_size)
+def make_writer(
+    format: str, fileobj: IO[Any], columns: Sequence[str], *, row_group_size: int, source_of: SourceOf = str
+) -> TableWriter:
+    return _WRITERS[format](fileobj, columns, row_group_size=row_group_size, source_of=source_of)

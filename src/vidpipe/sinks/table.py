@@ -1,8 +1,16 @@
 """Detection tables: CSV, JSON Lines or Parquet, one row per detection.
 
 Columns, always in this order: ``source, frame, pts, class_id, class_name, confidence, x1, y1,
-x2, y2`` (+ ``track_id`` when tracking), boxes in source pixels. A frame without detections has
-no row; the number of frames seen (per source) is in the metadata.
+x2, y2`` (+ ``track_id`` when tracking; + ``captured_at, latency_ms`` with ``capture_times``, for
+live sources), boxes in source pixels. A frame without detections has no row; the number of
+frames seen (per source) is in the metadata. ``source`` never carries credentials: a URL's user
+and password are written as ``***`` (as are every string of the metadata).
+
+Live sources: every ``write()`` of CSV/JSONL reaches the file (the OS) before it returns, so a
+reader sees each batch as soon as it is detected and a SIGKILL loses no row already written;
+the pipeline delivers a live stream's results within its batch deadline (well under a second),
+which bounds what a kill can lose. ``captured_at`` is the UTC time the frame was received (ISO
+8601 with milliseconds, ``Z``); ``latency_ms`` the time from then to its row being written.
 
 Live, crash-safe files (what a reader sees, and what a crash leaves):
 
@@ -11,7 +19,9 @@ Live, crash-safe files (what a reader sees, and what a crash leaves):
   is readable while the run goes on and always ends at a row boundary: Ctrl-C, an error or a
   killed process (SIGKILL) leave a valid file of every row written so far. Such a file replaces
   a previous output of the same name when the run starts.
-- **Parquet** cannot be read before its footer is written, so it goes to a hidden temporary file
+- **Parquet** cannot be read before its footer is written (so it is not readable while a live
+  run goes on; use CSV/JSONL, or rotation, :mod:`vidpipe.sinks.rotate`, to get complete Parquet
+  files each hour), so it goes to a hidden temporary file
   next to the target (``.dets.parquet.tmp-<pid>``), in row groups as they fill;
   :meth:`TableSink.close` (or :meth:`~vidpipe.sinks.base.Sink.abort` after an error or Ctrl-C)
   writes the footer, fsyncs and renames it over the target in one atomic step. A process killed
@@ -39,10 +49,11 @@ from vidpipe._validate import check_range
 from vidpipe.errors import ConfigError, SinkError
 from vidpipe.sinks import _atomic
 from vidpipe.sinks._host import to_host
-from vidpipe.sinks._writers import COLUMN_TYPES, COLUMNS, TRACK_COLUMN, make_writer, writer_class
+from vidpipe.sinks._writers import CAPTURE_COLUMNS, COLUMN_TYPES, COLUMNS, TRACK_COLUMN, make_writer, writer_class
 from vidpipe.sinks.base import Sink
 from vidpipe.sinks.paths import table_format
-from vidpipe.summary import jsonable, vidpipe_version
+from vidpipe.sources.redact import redact_text, redact_url
+from vidpipe.summary import jsonable, redacted, vidpipe_version
 
 if TYPE_CHECKING:
     from vidpipe.summary import RunSummary
@@ -100,6 +111,9 @@ class TableSink(Sink):
         metadata: write the ``<output>.meta.json`` sidecar.
         stream: write to this open text stream instead (e.g. ``sys.stdout``; CSV or JSONL only);
             ``path`` is then only a label, and no file or metadata is written.
+        capture_times: add the ``captured_at`` and ``latency_ms`` columns (live sources; files
+            and images have no capture time: null).
+        extra_metadata: more JSON-safe keys for the metadata (e.g. a rotated file's period).
 
     Raises:
         ConfigError: unknown format or extension, or Parquet to a stream.
@@ -116,13 +130,20 @@ class TableSink(Sink):
         row_group_size: int = 65536,
         metadata: bool = True,
         stream: "IO[str] | None" = None,
+        capture_times: bool = False,
+        extra_metadata: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.format = table_format(path, format)
         self.row_group_size = check_range("row_group_size", row_group_size, low=1, integer=True)
         self.names = tuple(str(n) for n in names)
         self.tracking = bool(tracking)
-        self.columns: tuple[str, ...] = COLUMNS + ((TRACK_COLUMN,) if self.tracking else ())
+        self.capture_times = bool(capture_times)
+        self.columns: tuple[str, ...] = (
+            COLUMNS + ((TRACK_COLUMN,) if self.tracking else ()) + (CAPTURE_COLUMNS if self.capture_times else ())
+        )
+        self._extra_metadata = dict(extra_metadata or {})
+        self._source_names: dict[str, str] = {}
         self.frames = 0
         self.rows = 0
         self._per_source: dict[str, list[int]] = {}
@@ -147,7 +168,9 @@ class TableSink(Sink):
             else:
                 self.temp_path, self._file = _atomic.open_temp(self.path, binary=writer_class(self.format).binary)
         try:
-            self._writer = make_writer(self.format, self._file, self.columns, row_group_size=self.row_group_size)
+            self._writer = make_writer(
+                self.format, self._file, self.columns, row_group_size=self.row_group_size, source_of=self._source_name
+            )
             self._file.flush()
             if self.write_metadata:
                 _atomic.write_json_atomic(self.metadata_path, self._running_metadata())
@@ -158,6 +181,13 @@ class TableSink(Sink):
             raise SinkError(f"cannot write output {str(self.path)!r}: {exc}") from exc
         logger.debug("writing %s to %s%s", self.format, self.path,
                      f" (temporary {self.temp_path.name})" if self.temp_path else "")
+
+    def _source_name(self, location: str) -> str:
+        """The ``source`` column of ``location``: credentials masked (memoised per location)."""
+        name = self._source_names.get(location)
+        if name is None:
+            name = self._source_names[location] = redact_url(location)
+        return name
 
     def _discard(self) -> None:
         """Error path of the constructor: close and delete what was created (never a stream)."""
@@ -215,7 +245,7 @@ class TableSink(Sink):
         self._d2h_copies += rows.d2h_copies
         self._d2h_bytes += rows.d2h_bytes
         for result, count in zip(results, rows.counts.tolist()):
-            entry = self._per_source.setdefault(result.meta.source, [0, 0])
+            entry = self._per_source.setdefault(self._source_name(result.meta.source), [0, 0])
             entry[0] += 1
             entry[1] += count
 
@@ -237,7 +267,9 @@ class TableSink(Sink):
         status = _outcome(summary, complete=complete)
         if reason is None and status != "complete":
             reason = "no input could be read" if status == "failed" else "some inputs failed or were cut short"
-        return {
+        if reason is not None:
+            reason = redact_text(reason)
+        meta = {
             "vidpipe_version": vidpipe_version(),
             "path": str(self.path),
             "format": self.format,
@@ -256,6 +288,8 @@ class TableSink(Sink):
             "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "summary": None if summary is None else summary.to_dict(),
         }
+        meta.update(jsonable(self._extra_metadata))
+        return redacted(meta)
 
     def _finalize(self, summary: "RunSummary | None", *, complete: bool, reason: str | None) -> None:
         meta = self.metadata(summary, complete=complete, reason=reason)

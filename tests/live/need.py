@@ -1,0 +1,23 @@
+"""Skip a live test when a package is missing, but fail it under ``CI=true`` (``.ci/run`` installs them)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+__all__ = ["in_ci", "require"]
+
+
+def in_ci() -> bool:
+    """Whether the environment variable ``CI`` is ``true`` (any case)."""
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def require(reason: str | None) -> None:
+    """Skip with ``reason`` (a missing package), or fail under ``CI=true``; nothing when ``None``."""
+    if reason is None:
+        return
+    if in_ci():
+        pytest.fail(f"{reason}; CI must install it (.ci/run)", pytrace=False)
+    pytest.skip(reason)
