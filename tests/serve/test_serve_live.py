@@ -115,6 +115,8 @@ def test_serve_rtsp_cameras_runtime_changes_metrics_no_password(rtsp, tmp_path: 
         assert PASSWORD not in path.read_text(), path
     meta = json.loads((tmp_path / "out" / "cam0.detections.csv.meta.json").read_text())
     assert meta["finished"] is True and meta["status"] == "partial" and meta["frames"] > 0
+    header = (tmp_path / "out" / "cam0.detections.csv").read_text().splitlines()[0].split(",")
+    assert header[-2:] == ["captured_at", "latency_ms"]  # live cameras' tables carry capture times
 
 
 def _env() -> dict[str, str]:

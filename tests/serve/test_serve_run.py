@@ -145,6 +145,7 @@ def test_serve_api_tables_runtime_cameras_metrics_status(tmp_path: Path, clips: 
     assert spare_rows and max(spare_rows) < spare_frames
     c_rows = [json.loads(line) for line in (tmp_path / "c.jsonl").read_text().splitlines()]
     assert len(c_rows) == sum(map(len, ref.values()))
+    assert "captured_at" not in (out / "a.detections.csv").read_text().splitlines()[0]  # files: no capture times
     meta = json.loads((out / "a.detections.csv.meta.json").read_text())
     assert meta["finished"] is True and meta["frames"] == 24
     assert meta["status"] == "complete"  # its own camera read its file to the end...
@@ -266,3 +267,29 @@ def test_serve_on_the_gpu_exports_gpu_memory_and_nvdec(tmp_path: Path, clips: di
             assert "vidpipe_nvdec_utilization_ratio" not in fam
     meta = json.loads((tmp_path / "out" / "a.detections.csv.meta.json").read_text())
     assert meta["status"] == "complete" and meta["frames"] == 24
+
+
+def test_serve_realtime_file_camera_capture_times_and_hourly_tables(tmp_path: Path, clips: dict[str, Path]) -> None:
+    """A video file played at its own rate is a live camera: its results carry capture times (the
+    latency histogram fills, the table has captured_at / latency_ms), and ``rotate: hourly``
+    names the table by the hour."""
+    from vidpipe.sources.options import LiveOptions
+
+    config = ServeConfig(
+        cameras=(CameraConfig("a", str(clips["short"])),), device="cpu", imgsz=IMGSZ, batch_size=4,
+        live=LiveOptions(realtime=True), output=OutputConfig(str(tmp_path / "out") + "/", rotate="hourly"),
+        metrics=MetricsConfig(port=0),
+    )  # fmt: skip
+    with vidpipe.serve(config) as server:
+        wait_until(lambda: server.idle, what="the clip played to its end")
+        s = stream(server.status(), "a")
+        assert s["kind"] == "live" and s["frames"] > 0 and s["frames"] + s["drops"] == 24
+        assert s["latency_ms"]["count"] == s["frames"]
+        fam = scrape(server.metrics_url)
+        labels = {"camera": "a", "stream_id": "0", "stream": str(clips["short"])}
+        assert sample(fam, "vidpipe_stream_latency_seconds", "_count", **labels) == s["frames"]
+        assert sample(fam, "vidpipe_stream_frames_in", "_total", **labels) == 24
+    tables = sorted((tmp_path / "out").glob("a.detections-*.csv"))
+    assert len(tables) in (1, 2), tables  # one per hour (two if the clip straddled an hour)
+    rows = [r for t in tables for r in csv.DictReader(t.read_text().splitlines())]
+    assert rows and all(r["captured_at"].endswith("Z") and float(r["latency_ms"]) >= 0 for r in rows)

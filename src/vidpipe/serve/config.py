@@ -47,14 +47,19 @@ class OutputConfig:
             or an existing folder): one table per camera, ``<camera>.detections.<format>``.
         format: ``"auto"`` (by the file's extension; CSV in a folder), ``"csv"``, ``"jsonl"``,
             ``"parquet"``.
+        rotate: ``"none"`` or ``"hourly"``: one complete table per hour
+            (``front.detections-2026-11-26T10.csv``), by capture time
+            (:mod:`vidpipe.sinks.rotate`).
     """
 
     path: str = "detections/"
     format: str = "auto"
+    rotate: str = "none"
 
     def __post_init__(self) -> None:
         _check("output.", "path", str(self.path) if isinstance(self.path, Path) else self.path, F.text)
         _check("output.", "format", self.format, F.choice(*_FORMATS))
+        _check("output.", "rotate", self.rotate, F.choice("none", "hourly"))
         if isinstance(self.path, Path):
             object.__setattr__(self, "path", str(self.path) + ("/" if self.path.is_dir() else ""))
         if not self.folder and self.format == "auto":

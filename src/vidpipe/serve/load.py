@@ -186,7 +186,8 @@ class _Builder:
             raise self.where.error(path, "output without 'path:' (a table file, or a folder ending in /)")
         p = self.value(data, path, "path", F.text)
         fmt = self.value(data, path, "format", F.choice("auto", "csv", "jsonl", "parquet")) if "format" in data else "auto"
-        return self.build(path + ("path",), OutputConfig, path=self.path(p), format=fmt)
+        rotate = self.value(data, path, "rotate", F.choice("none", "hourly")) if "rotate" in data else "none"
+        return self.build(path + ("path",), OutputConfig, path=self.path(p), format=fmt, rotate=rotate)
 
     def metrics(self, value: Any) -> MetricsConfig:
         path = ("metrics",)

@@ -4,14 +4,16 @@
 The tables are the library's :class:`~vidpipe.sinks.TableSink` (rows written batch by batch as
 they are detected; CSV/JSONL readable while the run goes on; Parquet renamed into place at the
 end). A table is opened when its camera is attached (so it exists from the start) and stays open
-until the run ends: a camera removed and added again keeps appending to the same table.
+until the run ends: a camera removed and added again keeps appending to the same table. A table
+that a live camera writes to (a stream, a webcam, a file with ``live.realtime``) has the
+``captured_at`` / ``latency_ms`` columns; ``output.rotate: hourly`` writes one table per hour.
 Used by one thread at a time (the server's loop, then whoever stops it).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,9 +40,16 @@ class _Route:
 class CameraOutputs:
     """The tables of a serve run, fed batch by batch with the run's results."""
 
-    def __init__(self, config: "ServeConfig", names: Sequence[str]) -> None:
+    def __init__(
+        self, config: "ServeConfig", names: Sequence[str], *, live_of: "Callable[[CameraConfig], bool]"
+    ) -> None:
         self._config = config
         self._names = tuple(names)
+        self._live_of = live_of
+        # tables a live camera of the config writes to get the capture-time columns
+        self._live_tables = {
+            config.output_of(c).table_for(c.name)[0].resolve() for c in config.cameras if live_of(c)
+        }
         self._sinks: dict[Path, "Sink"] = {}
         self._routes: dict[int, _Route] = {}
         self._streams: dict[int, list[int]] = {}  # id(sink) -> stream ids written there
@@ -61,8 +70,10 @@ class CameraOutputs:
         key = table.resolve()
         sink = self._sinks.get(key)
         if sink is None:
+            output = config.output_of(cam)
+            live = key in self._live_tables or self._live_of(cam)
             with config.located(path + ("output",) if cam.output is not None else ("output",)):
-                sink = make_sink(table, names=self._names, format=fmt)
+                sink = make_sink(table, names=self._names, format=fmt, rotate=output.rotate, capture_times=live)
             self._sinks[key] = sink
             logger.info("camera %s: writing %s", cam.name, table)
         return _Route(cam.name, sink, conf, class_ids)

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from vidpipe.errors import ConfigError
+from vidpipe.errors import ConfigError, VidpipeError
 from vidpipe.serve.config import CameraConfig, OutputConfig, ServeConfig
 
 if TYPE_CHECKING:
@@ -55,6 +55,16 @@ def camera_spec(cam: CameraConfig) -> "SourceSpec":
             f"camera {cam.name!r}: {cam.source_name} is {what}; a camera is one stream URL, webcam or video file"
         )
     return specs[0]
+
+
+def _is_live(cam: CameraConfig, pconfig: Any) -> bool:
+    """Whether ``cam`` is read live (a stream, a webcam, a file with ``live.realtime``)."""
+    from vidpipe.sources.factory import is_live_spec
+
+    try:
+        return is_live_spec(camera_spec(cam), pconfig)
+    except VidpipeError:
+        return False
 
 
 def build_detector_for(config: ServeConfig) -> "Detector":
@@ -121,7 +131,7 @@ class Server:
         for i, cam in enabled:
             with config.located(("cameras", i, "url")):
                 specs.append(camera_spec(cam))
-        outputs = CameraOutputs(config, detector.names)
+        outputs = CameraOutputs(config, detector.names, live_of=lambda cam: _is_live(cam, pconfig))
         routes = []
         try:
             for i, cam in enabled:
