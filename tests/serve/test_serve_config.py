@@ -42,7 +42,7 @@ def test_full_config_loads(tmp_path: Path) -> None:
           stall_timeout: 20
           realtime: true
           batch_timeout: 0.05
-        output: {path: out/, format: jsonl}
+        output: {path: out/, format: jsonl, rotate: hourly}
         metrics: {port: 9100}
         cameras:
           - name: front
@@ -59,7 +59,7 @@ def test_full_config_loads(tmp_path: Path) -> None:
     c = load_config(path, env={"CAM_PASSWORD": "s3cr3t"})
     assert c.device == "cpu" and c.batch_size == 8 and c.conf == 0.3 and c.classes == ("person", "car")
     assert c.live == LiveOptions(rtsp_transport="udp", stall_timeout=20, realtime=True, batch_timeout=0.05)
-    assert c.output == OutputConfig(str(tmp_path / "out") + "/", "jsonl")  # relative to the file
+    assert c.output == OutputConfig(str(tmp_path / "out") + "/", "jsonl", "hourly")  # relative to the file
     assert c.output.folder and c.output.table_for("front") == (tmp_path / "out" / "front.detections.jsonl", "jsonl")
     assert c.metrics.port == 9100 and c.metrics.host == "127.0.0.1"
     front, back, spare = c.cameras
@@ -124,6 +124,8 @@ def test_env_expansion_forms(tmp_path: Path) -> None:
         ("cameras:\n  - name: a\n    url: rtsp://u:${CAM_PW}@h/s\n", 3, "cameras[0].url",
          "environment variable CAM_PW is not set"),
         ("cameras:\n  - {name: a, url: x, enabled: yes please}\n", 2, "cameras[0].enabled", "true or false"),
+        ("cameras:\n  - {name: a, url: x}\noutput:\n  path: out/\n  rotate: daily\n", 5, "output.rotate",
+         "expected one of none, hourly"),
         ("cameras:\n  - {name: a, url: x}\nagnostic: !!python/object:os.system ls\n", 3, "agnostic",
          "cannot read this value"),
     ],
