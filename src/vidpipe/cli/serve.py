@@ -103,8 +103,9 @@ def _serve(config, args: argparse.Namespace) -> int:
     from vidpipe.cli._live_table import LiveTable
     from vidpipe.cli._signals import StopOnSignal
     from vidpipe.serve import Server
+    from vidpipe.sources.redact import redact_text
 
-    server = Server(config).start()
+    server = Server(config)
     stop = threading.Event()
 
     def on_signal() -> None:  # signal-safe: sets flags only
@@ -116,8 +117,11 @@ def _serve(config, args: argparse.Namespace) -> int:
     if args.table != "off":  # on a terminal a table; elsewhere a log line per minute
         tty = args.table == "on" or (not args.quiet and sys.stderr.isatty())
         table = LiveTable(server.status, tty=tty)
-    with StopOnSignal(on_signal) as interrupt:
+    with StopOnSignal(on_signal) as interrupt:  # a signal while the model loads stops it right after
+        server.start()
         try:
+            if stop.is_set():
+                server.run.stop()  # type: ignore[union-attr]
             if table is not None:
                 table.start()
             while not stop.is_set() and not server.wait(0.5):
@@ -141,5 +145,5 @@ def _serve(config, args: argparse.Namespace) -> int:
         return interrupt.exit_code or 130
     bad = [s for s in summary.sources if s.status not in ("ok",)]
     for s in bad:
-        print(f"vidpipe: error: {s.error or s.source + ': ' + s.status}", file=sys.stderr)
+        print(f"vidpipe: error: {redact_text(s.error or s.source + ': ' + s.status)}", file=sys.stderr)
     return 2 if bad else 0

@@ -139,7 +139,11 @@ class Server:
         except BaseException:
             outputs.abort("the serve run could not start", None)
             raise
-        run = DetectionRun(specs, detector, pconfig, keep_alive=True)
+        try:
+            run = DetectionRun(specs, detector, pconfig, keep_alive=True)
+        except BaseException:
+            outputs.abort("the serve run could not start", None)
+            raise
         with self._lock:
             for sid, ((_, cam), route) in enumerate(zip(enabled, routes)):
                 outputs.route(sid, route)
@@ -157,7 +161,9 @@ class Server:
                     )  # fmt: skip
             except BaseException:
                 run.close()
-                outputs.abort("the metrics endpoint could not start", run.summary(outputs=outputs.outputs))
+                self._summary = run.summary(outputs=outputs.outputs)
+                self._done.set()
+                outputs.abort("the metrics endpoint could not start", self._summary)
                 raise
         self._thread = threading.Thread(target=self._loop, name="vidpipe-serve", daemon=True)
         self._thread.start()
