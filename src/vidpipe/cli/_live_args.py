@@ -11,7 +11,7 @@ import argparse
 import logging
 import sys
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from vidpipe.cli._live_table import LiveTable

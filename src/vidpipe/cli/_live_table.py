@@ -84,9 +84,9 @@ def format_log_line(status: Mapping[str, Any]) -> str:
         by_state[_state(s)] = by_state.get(_state(s), 0) + 1
     states = ", ".join(f"{n} {k}" for k, n in sorted(by_state.items(), key=lambda kv: -kv[1])) or "none"
     total = sum(float(s.get("fps") or 0.0) for s in streams)
-    worst = max(
-        ((s.get("latency_ms") or {}).get("p99"), _label(s)) for s in streams if (s.get("latency_ms") or {}).get("p99") is not None
-    ) if any((s.get("latency_ms") or {}).get("p99") is not None for s in streams) else None  # fmt: skip
+    p99s = [((s.get("latency_ms") or {}).get("p99"), _label(s)) for s in streams]
+    known = [(p, name) for p, name in p99s if p is not None]
+    worst = max(known) if known else None
     worst_text = f", worst p99 {worst[0]:.0f} ms ({worst[1]})" if worst else ""
     drops = sum(int(s.get("drops") or 0) for s in streams)
     reconnects = sum(int(s.get("reconnects") or 0) for s in streams)

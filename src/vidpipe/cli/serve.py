@@ -130,8 +130,8 @@ def _serve(config, args: argparse.Namespace) -> int:
         except BaseException as exc:
             if table is not None:
                 table.close()
-            reason = "interrupted (second signal)" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
-            server.stop(reason=reason)
+            second = isinstance(exc, KeyboardInterrupt)
+            server.stop(reason="interrupted (second signal)" if second else f"{type(exc).__name__}: {exc}")
             raise
         if table is not None:
             table.close()

@@ -156,7 +156,8 @@ class _StatusCollector:
             key: CounterMetricFamily(name, doc, labels=labels) for key, name, doc in _COUNTERS
         }
         state = GaugeMetricFamily(
-            "vidpipe_stream_state", "1 for the live stream's current state, 0 for the others.", labels=labels + ["state"]
+            "vidpipe_stream_state", "1 for the live stream's current state, 0 for the others.",
+            labels=labels + ["state"],
         )
         stat = GaugeMetricFamily(
             "vidpipe_stream_status", "1 for the stream's current status, 0 for the others.", labels=labels + ["status"]
@@ -184,7 +185,8 @@ def _run_series(status: Mapping[str, Any]) -> Iterator[Any]:
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
     stats = status.get("stats") or {}
-    yield GaugeMetricFamily("vidpipe_uptime_seconds", "Seconds since the run started.", value=float(status.get("uptime_s") or 0.0))
+    uptime = float(status.get("uptime_s") or 0.0)
+    yield GaugeMetricFamily("vidpipe_uptime_seconds", "Seconds since the run started.", value=uptime)
     yield CounterMetricFamily("vidpipe_frames", "Frames delivered, all streams.", value=float(stats.get("frames") or 0))
     streams = status.get("streams", ())
     active = sum(1 for s in streams if s.get("status") in ("pending", "running"))

@@ -23,7 +23,9 @@ from vidpipe.serve.config import CameraConfig, MetricsConfig, OutputConfig, Serv
 from vidpipe.serve.load import load_config, parse_config
 from vidpipe.serve.runner import Server, serve
 
-__all__ = ["serve", "Server", "ServeConfig", "CameraConfig", "OutputConfig", "MetricsConfig", "load_config", "parse_config"]
+__all__ = [
+    "serve", "Server", "ServeConfig", "CameraConfig", "OutputConfig", "MetricsConfig", "load_config", "parse_config",
+]
 
 
 class _CallableModule(types.ModuleType):

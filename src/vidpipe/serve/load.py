@@ -185,8 +185,11 @@ class _Builder:
         if "path" not in data:
             raise self.where.error(path, "output without 'path:' (a table file, or a folder ending in /)")
         p = self.value(data, path, "path", F.text)
-        fmt = self.value(data, path, "format", F.choice("auto", "csv", "jsonl", "parquet")) if "format" in data else "auto"
-        rotate = self.value(data, path, "rotate", F.choice("none", "hourly")) if "rotate" in data else "none"
+        fmt, rotate = "auto", "none"
+        if "format" in data:
+            fmt = self.value(data, path, "format", F.choice("auto", "csv", "jsonl", "parquet"))
+        if "rotate" in data:
+            rotate = self.value(data, path, "rotate", F.choice("none", "hourly"))
         return self.build(path + ("path",), OutputConfig, path=self.path(p), format=fmt, rotate=rotate)
 
     def metrics(self, value: Any) -> MetricsConfig:

@@ -340,7 +340,9 @@ class Server:
         if exc is None:
             self.stop()
             return
-        reason = "interrupted (KeyboardInterrupt)" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
+        reason = (
+            "interrupted (KeyboardInterrupt)" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
+        )
         try:
             self.stop(reason=reason)
         except Exception as stop_exc:  # noqa: BLE001 - keep the original exception propagating
