@@ -24,6 +24,8 @@ DATA_DIR = TESTS_DIR / "data"
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
 
+pytest_plugins = ("live.fixtures",)  # real streaming servers for live tests (tests/live/fixtures.py)
+
 
 @functools.lru_cache(maxsize=1)
 def cuda_skip_reason() -> str | None:

@@ -10,7 +10,8 @@ it. (The parent-death signal fires when the *thread* that started the child ends
 from the main thread or a thread that outlives them, as pytest fixtures do.)
 
 A child's stdout and stderr go to a log file (never a pipe that could fill and block it);
-:meth:`ServerProcess.log_tail` gives its end for error messages.
+:meth:`ServerProcess.log_tail` gives its end for error messages. The command line written there
+has passwords masked (:func:`shown_command`); the servers themselves never print them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -30,7 +32,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["ServerError", "ServerProcess", "free_port", "port_open", "wait_until"]
+__all__ = ["ServerError", "ServerProcess", "free_port", "port_open", "shown_command", "wait_until"]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,16 @@ def wait_until(check: Callable[[], bool], *, timeout: float, interval: float = 0
         if time.monotonic() - t0 > timeout:
             raise TimeoutError(f"{what} not reached within {timeout:.1f} s")
         time.sleep(interval)
+
+
+def shown_command(cmd: Sequence[str]) -> list[str]:
+    """``cmd`` fit for a log: the argument after ``--password`` and URL user info masked."""
+    out = []
+    for i, arg in enumerate(cmd):
+        if i > 0 and cmd[i - 1] == "--password":
+            arg = "***"
+        out.append(re.sub(r"(\w+://)[^/@\s]*@", r"\1***@", arg))
+    return out
 
 
 def _pdeathsig() -> None:  # runs in the child between fork and exec
@@ -155,7 +167,7 @@ class ServerProcess:
         t0 = time.monotonic()
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as logf:
-            logf.write(f"\n=== start {self.starts + 1}: {' '.join(cmd)}\n".encode())
+            logf.write(f"\n=== start {self.starts + 1}: {' '.join(shown_command(cmd))}\n".encode())
             logf.flush()
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                                          cwd=self.workdir, env=env, start_new_session=True,

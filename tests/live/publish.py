@@ -8,7 +8,9 @@ wherever PyAV does (also on the GPU host, which has no ``ffmpeg`` tool)::
 :func:`pump` is also used in-process by ``http_server.py`` (progressive MPEG-TS to each HTTP client,
 HLS segments). Looping offsets every timestamp by the clip's length per pass, so the output
 timeline keeps rising; pacing sleeps until each packet's decode time on the wall clock. Prints
-``PUBLISHING <url>`` once the output is open (for RTMP: connected and publishing).
+``PUBLISHING <index> <format>`` once output ``index`` is open (for RTMP: connected and
+publishing). Several ``--output`` URLs publish the same file to each from one process (a thread
+each, ``--stagger`` apart), which keeps a bench of 100+ streams to a few processes.
 """
 
 from __future__ import annotations
@@ -94,29 +96,56 @@ def open_url_output(url: str, fmt: str, options: dict[str, str] | None = None):
     return _open
 
 
+_PRINT = threading.Lock()
+
+
+def _say(line: str) -> None:
+    """One whole line on stdout (threads' prints must not interleave: the parent parses them)."""
+    with _PRINT:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def _publish_one(index: int, url: str, args: argparse.Namespace, options: dict[str, str]) -> None:
+    if args.stagger > 0:
+        time.sleep(index * args.stagger)
+    while True:
+        try:
+            n = pump(args.input, open_url_output(url, args.format, options), loop=not args.once,
+                     realtime=not args.no_realtime,
+                     on_open=lambda: _say(f"PUBLISHING {index} {args.format}"))
+            _say(f"DONE {index} {n} packets")
+            return
+        except (OSError, av.FFmpegError) as exc:  # the message may hold the URL: print the type only
+            if args.retry is None:
+                _say(f"FAILED {index} {type(exc).__name__}")
+                return
+            _say(f"output {index} failed ({type(exc).__name__}); retrying in {args.retry} s")
+            time.sleep(args.retry)
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="push a file as a paced, looping live stream (PyAV remux)")
+    p = argparse.ArgumentParser(description="push a file as paced, looping live streams (PyAV remux)")
     p.add_argument("--input", required=True)
-    p.add_argument("--output", required=True)
+    p.add_argument("--output", required=True, action="append",
+                   help="a URL; repeat to publish the same file to several (one thread each)")
     p.add_argument("--format", default="flv", help="flv (RTMP), mpegts, rtsp, hls, ...")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="muxer/protocol option")
     p.add_argument("--once", action="store_true", help="do not loop")
     p.add_argument("--no-realtime", action="store_true", help="as fast as possible")
     p.add_argument("--retry", type=float, default=None, metavar="SECONDS",
                    help="when the output fails (server gone), open it again after SECONDS, forever")
+    p.add_argument("--stagger", type=float, default=0.0, metavar="SECONDS",
+                   help="start output i after i*SECONDS (keyframes of many streams not all at once)")
     args = p.parse_args(argv)
     options = dict(o.split("=", 1) for o in args.option)
-    while True:
-        try:
-            n = pump(args.input, open_url_output(args.output, args.format, options), loop=not args.once,
-                     realtime=not args.no_realtime, on_open=lambda: print(f"PUBLISHING {args.format}", flush=True))
-            print(f"DONE {n} packets", flush=True)
-            return 0
-        except (OSError, av.FFmpegError) as exc:
-            if args.retry is None:
-                raise
-            print(f"output failed ({type(exc).__name__}); retrying in {args.retry} s", flush=True)
-            time.sleep(args.retry)
+    threads = [threading.Thread(target=_publish_one, args=(i, url, args, options), name=f"publish-{i}")
+               for i, url in enumerate(args.output)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return 0
 
 
 if __name__ == "__main__":

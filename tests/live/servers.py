@@ -28,14 +28,14 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
 from live.procs import LOOPBACK, ServerProcess, free_port, port_open
 
 __all__ = [
-    "GST_PYTHON", "RtspServer", "NginxRtmp", "Publisher", "HttpStreamServer", "SrtServer",
+    "GST_PYTHON", "DEFAULT_RTMP_MODULE", "RtspServer", "NginxRtmp", "Publisher", "HttpStreamServer", "SrtServer",
     "rtsp_missing_reason", "nginx_missing_reason", "srt_missing_reason", "udp_port_bound",
 ]
 
@@ -246,7 +246,7 @@ worker_processes 1;
 pid {d}/nginx.pid;
 error_log {d}/error.log warn;
 load_module {self.module};
-events {{ worker_connections 1024; }}
+events {{ worker_connections 4096; }}
 rtmp {{
     server {{
         listen {self.host}:{self.port};
@@ -296,24 +296,31 @@ def _tree_library_env(root: Path, binary: Path) -> dict[str, str] | None:
 class Publisher(ServerProcess):
     """Pushes ``input`` to ``url`` with PyAV (``tests/live/publish.py``): remuxed, paced, looping.
 
-    ``fmt``: the output format (``"flv"`` for RTMP, ``"mpegts"``, ...). ``retry_s``: when the
-    server goes away the publisher opens the URL again every ``retry_s`` seconds (``None``: it
-    exits). Ready once it has opened the URL (for RTMP: nginx accepted the publish).
+    ``url`` may be a list: one process then publishes the same file to each URL (a thread each,
+    output ``i`` starting ``i * stagger_s`` seconds after the first), cheaper than a process per
+    stream for a bench of many streams. ``fmt``: the output format (``"flv"`` for RTMP,
+    ``"mpegts"``, ...). ``retry_s``: when the server goes away each output opens its URL again
+    every ``retry_s`` seconds (``None``: that output ends). Ready once every output has opened
+    its URL (for RTMP: nginx accepted the publish).
     """
 
     name = "publisher"
 
-    def __init__(self, input: str | os.PathLike, url: str, *, fmt: str = "flv", loop: bool = True,
-                 realtime: bool = True, retry_s: float | None = 0.2, options: Mapping[str, str] | None = None,
-                 python: str = sys.executable, **kwargs) -> None:
+    def __init__(self, input: str | os.PathLike, url: str | Sequence[str], *, fmt: str = "flv", loop: bool = True,
+                 realtime: bool = True, retry_s: float | None = 0.2, stagger_s: float = 0.0,
+                 options: Mapping[str, str] | None = None, python: str = sys.executable, **kwargs) -> None:
+        n = 1 if isinstance(url, str) else len(url)
+        kwargs.setdefault("ready_timeout", 15.0 + n * (0.5 + stagger_s))  # opens take ~0.2 s each here
         super().__init__(**kwargs)
-        self.input, self.target, self.fmt = os.fspath(input), url, fmt
-        self.loop, self.realtime, self.retry_s = loop, realtime, retry_s
+        self.input, self.fmt = os.fspath(input), fmt
+        self.targets = [url] if isinstance(url, str) else list(url)
+        self.loop, self.realtime, self.retry_s, self.stagger_s = loop, realtime, retry_s, stagger_s
         self.options, self.python = dict(options or {}), python
 
     def command(self) -> list[str]:
-        cmd = [self.python, "-u", str(HERE / "publish.py"), "--input", self.input, "--output", self.target,
-               "--format", self.fmt]
+        cmd = [self.python, "-u", str(HERE / "publish.py"), "--input", self.input, "--format", self.fmt,
+               "--stagger", str(self.stagger_s)]
+        cmd += [a for url in self.targets for a in ("--output", url)]
         cmd += [a for k, v in self.options.items() for a in ("--option", f"{k}={v}")]
         if not self.loop:
             cmd.append("--once")
@@ -323,8 +330,13 @@ class Publisher(ServerProcess):
             cmd += ["--retry", str(self.retry_s)]
         return cmd
 
+    def publishing(self) -> int:
+        """How many outputs have opened their URL since the last start (reopenings count again)."""
+        return sum(1 for line in self.log_since_start().splitlines() if line.startswith("PUBLISHING"))
+
     def ready(self) -> bool:
-        return "PUBLISHING" in self.log_since_start()
+        opened = {line.split()[1] for line in self.log_since_start().splitlines() if line.startswith("PUBLISHING")}
+        return len(opened) >= len(self.targets)
 
 
 class HttpStreamServer(ServerProcess):

@@ -68,7 +68,7 @@ def assert_consecutive(stamps: list[int], period: int) -> None:
 def test_rtsp_live_mount_serves_h264(rtsp_server, transport):
     n, err, rc = ffmpeg_frames(rtsp_server.url("cam1"), 15, input_args=("-rtsp_transport", transport))
     assert (n, rc) == (15, 0), err
-    frames, times = pyav_frames(rtsp_server.url("cam0"), 25, options={"rtsp_transport": transport})
+    frames, times = pyav_frames(rtsp_server.url("cam0"), 40, options={"rtsp_transport": transport})
     assert frames[0].shape == (240, 320, 3)
     assert any((a != b).any() for a, b in zip(frames, frames[1:])), "the pattern does not move"
     rate = steady_rate(times)
@@ -154,7 +154,7 @@ def test_rtmp_restart_publisher_reconnects(rtmp_stream):
     assert ffmpeg_frames(server.url("cam0"), 5)[0] == 5
     server.restart(down_s=0.5)
     t0 = time.monotonic()
-    wait_until(lambda: publisher.log_since_start().count("PUBLISHING") >= 2, timeout=5.0,
+    wait_until(lambda: publisher.publishing() >= 2, timeout=5.0,
                what="the publisher publishing again")
     n, err, rc = ffmpeg_frames(server.url("cam0"), 5)
     assert (n, rc) == (5, 0), err
@@ -240,3 +240,75 @@ def test_stop_kills_process_group(live_servers):
     server.stop()
     assert _gone(pid) and not server.running
     server.stop()  # idempotent
+
+
+# -- nginx from an unpacked tree (the GPU host's way) ---------------------------------------------
+def test_nginx_from_unpacked_tree(tmp_path, live_servers, live_clip):
+    """``NginxRtmp.from_tree`` runs nginx and its module from a ``dpkg -x`` style tree (made here
+    from this host's files: the GPU host gets one from tools/debs-for-gpu and live.debs)."""
+    import shutil
+
+    from live.need import require
+    from live.servers import DEFAULT_RTMP_MODULE, nginx_missing_reason
+
+    require(nginx_missing_reason())
+    root = tmp_path / "root"
+    (root / "usr/sbin").mkdir(parents=True)
+    (root / "usr/lib/nginx/modules").mkdir(parents=True)
+    shutil.copy2(shutil.which("nginx") or "/usr/sbin/nginx", root / "usr/sbin/nginx")
+    shutil.copy2(DEFAULT_RTMP_MODULE, root / "usr/lib/nginx/modules/ngx_rtmp_module.so")
+    server = live_servers.rtmp(root=root)
+    assert Path(server.command()[0]) == root / "usr/sbin/nginx"
+    assert f"load_module {root}/usr/lib/nginx/modules/ngx_rtmp_module.so;" in server.config()
+    live_servers.publish(live_clip, server.url("cam0"))
+    n, err, rc = ffmpeg_frames(server.url("cam0"), 5)
+    assert (n, rc) == (5, 0), err
+
+
+def test_unpack_deb_matches_dpkg(tmp_path):
+    """:func:`live.debs.unpack_deb` extracts what ``dpkg -x`` does (a .deb built here with dpkg-deb)."""
+    import shutil
+
+    from live.debs import unpack_debs
+    from live.need import require
+
+    if shutil.which("dpkg-deb") is None:
+        require("dpkg-deb not found (Debian's dpkg)")
+    pkg = tmp_path / "pkg"
+    (pkg / "DEBIAN").mkdir(parents=True)
+    (pkg / "DEBIAN/control").write_text("Package: vidpipe-test\nVersion: 1.0\nArchitecture: all\n"
+                                        "Maintainer: t <t@example.org>\nDescription: test\n")
+    (pkg / "usr/lib/x").mkdir(parents=True)
+    (pkg / "usr/lib/x/lib.so.1.2").write_bytes(os.urandom(3000))
+    os.symlink("lib.so.1.2", pkg / "usr/lib/x/lib.so.1")
+    debs = tmp_path / "debs"
+    debs.mkdir()
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-b", str(pkg), str(debs / "t.deb")], check=True,
+                   capture_output=True, timeout=60)
+    ours, theirs = unpack_debs(debs, tmp_path / "ours"), tmp_path / "theirs"
+    subprocess.run(["dpkg-deb", "-x", str(debs / "t.deb"), str(theirs)], check=True, timeout=60)
+    for rel in ("usr/lib/x/lib.so.1.2", "usr/lib/x/lib.so.1"):
+        assert (ours / rel).read_bytes() == (theirs / rel).read_bytes()
+    assert os.readlink(ours / "usr/lib/x/lib.so.1") == "lib.so.1.2"
+
+
+# -- six streams at once (the CPU machine's target) -----------------------------------------------
+def test_six_rtmp_streams_from_one_publisher(live_servers, live_clip):
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = live_servers.rtmp()
+    urls = [server.url(f"cam{i}") for i in range(6)]
+    publisher = live_servers.publish(live_clip, urls, stagger_s=0.05)
+    assert publisher.publishing() == 6
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(lambda u: ffmpeg_frames(u, 6), urls))
+    assert [(n, rc) for n, _, rc in results] == [(6, 0)] * 6, [err for _, err, _ in results]
+
+
+def test_six_rtsp_mounts_at_once(live_servers):
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = live_servers.rtsp(streams=6)
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(lambda m: ffmpeg_frames(server.url(m), 6), server.mounts))
+    assert [(n, rc) for n, _, rc in results] == [(6, 0)] * 6, [err for _, err, _ in results]

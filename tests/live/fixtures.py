@@ -1,5 +1,9 @@
 """Fixtures for the live tests: real streaming servers on loopback (see :mod:`live.servers`).
 
+A pytest plugin registered for the whole suite by ``tests/conftest.py``
+(``pytest_plugins = ("live.fixtures",)``), so tests anywhere (``tests/sources``, ``tests/live``,
+...) can ask for these fixtures.
+
 - ``live_clip`` (session): a 320x240, 15 fps, 4 s H.264 MP4 (keyframe every 15 frames, no
   B-frames, the ``boxes`` pattern with a frame-number stamp :func:`media.read_stamp` reads) for
   publishers and file mounts.
@@ -9,17 +13,21 @@
 - ``rtmp_stream`` (function): a started :class:`~live.servers.NginxRtmp` with a
   :class:`~live.servers.Publisher` pushing ``live_clip`` to ``live/cam0``; ``(server, publisher)``.
 
-Every test under ``tests/live`` is marked ``live`` (``-m "not live"`` leaves them out).
-A server whose packages are missing skips the test with the reason, except under ``CI=true``,
-where it fails (``.ci/run`` installs them). And under ``CI=true`` any test in ``tests/live`` that
-ends skipped (other than ``gpu``/``nvdec`` tests without a GPU) makes the session fail at its end:
-a live test that quietly skipped in CI is no test.
+Every test under ``tests/live`` and every test using one of these server fixtures is marked
+``live`` (``-m "not live"`` leaves them out). A server whose packages are missing skips the test
+with the reason, except under ``CI=true``, where it fails (``.ci/run`` installs them). And under
+``CI=true`` any ``live`` test that ends skipped makes the session fail at its end: a live test
+that quietly skipped in CI is no test. Exempt: ``gpu``/``nvdec`` tests (CI has no GPU) and tests
+marked ``live_optional`` (a capability missing from a library CI cannot change, e.g. PyAV's
+wheels have no SRT protocol: ``@pytest.mark.live_optional`` on such a test, with the reason in
+its skip).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -59,8 +67,9 @@ class LiveServers:
         require(nginx_missing_reason(kwargs.get("root")))
         return self._start(NginxRtmp(workdir=self._dir("nginx"), **kwargs))
 
-    def publish(self, input: str | os.PathLike, url: str, **kwargs) -> Publisher:
-        """:class:`Publisher` pushing ``input`` to ``url`` (``fmt="flv"`` for RTMP, ...)."""
+    def publish(self, input: str | os.PathLike, url: str | Sequence[str], **kwargs) -> Publisher:
+        """:class:`Publisher` pushing ``input`` to ``url`` (or each of several URLs; ``fmt="flv"``
+        for RTMP, ``stagger_s=``, ``retry_s=``, ...)."""
         return self._start(Publisher(input, url, workdir=self._dir("pub"), **kwargs))
 
     def http(self, files: dict[str, str | os.PathLike], **kwargs) -> HttpStreamServer:
@@ -117,18 +126,23 @@ _SKIPPED: list[str] = []
 _LIVE_DIR = Path(__file__).resolve().parent
 
 
+#: the fixtures that start servers: a test using one is a live test wherever it is
+LIVE_FIXTURES = frozenset({"live_servers", "rtsp_server", "rtmp_stream"})
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.resolve().is_relative_to(_LIVE_DIR) and item.get_closest_marker("live") is None:
+        if item.get_closest_marker("live") is not None:
+            continue
+        if item.path.resolve().is_relative_to(_LIVE_DIR) or LIVE_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.live)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    # A conftest's runtest hooks see only the tests under its folder (tests/live).
     keywords = report.keywords
     if report.skipped and in_ci() and "live" in keywords:
-        if "gpu" in keywords or "nvdec" in keywords:
-            return  # GPU tests skip on the CPU-only CI machine by design
+        if "gpu" in keywords or "nvdec" in keywords or "live_optional" in keywords:
+            return  # GPU tests skip on the CPU-only CI machine by design; live_optional may skip
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         _SKIPPED.append(f"{report.nodeid}: {reason}")
 
