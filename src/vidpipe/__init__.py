@@ -42,6 +42,7 @@ _LAZY = {
     "resolve_device": "vidpipe.device",
     "DetectionRun": "vidpipe.pipeline",
     "PipelineConfig": "vidpipe.pipeline",
+    "serve": "vidpipe.serve",
 }
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "resolve_device",
     "DetectionRun",
     "PipelineConfig",
+    "serve",
     "ColorSpec",
     "Detections",
     "FrameBatch",
@@ -91,4 +93,5 @@ if TYPE_CHECKING:
     from vidpipe.device import resolve_device
     from vidpipe.models.zoo import load_model
     from vidpipe.pipeline import DetectionRun, PipelineConfig
+    from vidpipe.serve import serve
     from vidpipe.video import open_video

@@ -31,6 +31,7 @@ EPILOG = """examples:
   vidpipe detect a.mp4 b.mkv -o dets.parquet  # one table for both, in input order
   vidpipe detect photos/ -o out/ --classes person,car
   vidpipe detect cam.mp4 -o - | jq .          # JSONL rows on stdout
+  vidpipe serve serve.yaml --metrics-port 9100  # cameras from a config, until Ctrl-C
   vidpipe info video.mp4                      # codec, size, fps, frame count
   vidpipe doctor                              # what this machine can accelerate, and why not
 """
@@ -65,7 +66,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from vidpipe.cli import bench, detect, doctor, info
+    from vidpipe.cli import bench, detect, doctor, info, serve
 
     parser = _Parser(
         prog="vidpipe", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -80,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_parser(sub, common)
     doctor.add_parser(sub, common)
     bench.add_parser(sub, common)
+    serve.add_parser(sub, common)
     return parser
 
 

@@ -14,6 +14,8 @@ import re
 import sys
 from pathlib import Path
 
+from vidpipe.cli._live_args import LiveWatch, add_live_args, live_options
+
 logger = logging.getLogger("vidpipe.cli")
 
 FORMATS = ("csv", "jsonl", "parquet")
@@ -115,6 +117,7 @@ def add_parser(sub, common) -> None:
     p.add_argument("--rotate", choices=("none", "hourly"), default="none",
                    help="hourly: one complete table per hour (dets-2026-11-26T10.csv), by capture time for live "
                    "inputs, else the wall clock, each with its metadata (default: %(default)s)")
+    add_live_args(p)
     p.set_defaults(func=run, parser=p)
 
 
@@ -218,18 +221,22 @@ def run(args: argparse.Namespace) -> int:
         strict_gpu=args.strict_gpu,
         results_on_host=True,
         letterbox=args.letterbox,
+        live=live_options(args),
     )
     outputs = Outputs(spec, det_run, names=det_run.detector.names)
     show = args.progress == "on" or (args.progress == "auto" and not args.quiet and sys.stderr.isatty())
-    bar = progress(det_run, enabled=show)
-    with StopOnSignal(det_run.stop) as interrupt:
+    watch = LiveWatch.from_args(args, det_run)  # --metrics-port; the per-stream table when live
+    bar = progress(det_run, enabled=show and not watch.table)
+    with StopOnSignal(det_run.stop) as interrupt, watch:
         try:
             for batch in det_run.batches():
+                watch.observe(batch)
                 outputs.write(batch)  # rows reach the file now: a kill loses at most this batch
                 bar.update(len(batch))
         except BaseException as exc:
             det_run.close()
             bar.close()
+            watch.close()
             if spec.mode == "stdout" and _broken_pipe(exc):  # `vidpipe detect ... -o - | head`
                 return _reader_gone(outputs)
             reason = "interrupted (second signal)" if isinstance(exc, KeyboardInterrupt) else (
@@ -238,6 +245,7 @@ def run(args: argparse.Namespace) -> int:
             outputs.abort(reason)
             raise
         bar.close()
+        watch.close()
         stopped_by = interrupt.signal_name  # a signal during the finalising below changes nothing
         if stopped_by is not None:
             summary = outputs.abort(f"interrupted ({stopped_by})")
