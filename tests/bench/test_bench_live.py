@@ -60,7 +60,7 @@ def test_published_rtmp_streams_play_back_at_their_rate(tmp_path):
         try:
             time.sleep(1.0)
             with av.open(server.url("b"), timeout=(10, 10),
-                         options={"fflags": "nobuffer", "analyzeduration": "500000", "probesize": "500000"}) as c:
+                         options={"analyzeduration": "500000", "probesize": "500000"}) as c:
                 frames = []
                 for f in c.decode(video=0):
                     frames.append((time.monotonic(), f.width, f.height))

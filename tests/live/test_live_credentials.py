@@ -40,7 +40,10 @@ def test_rtsp_with_basic_auth_end_to_end(live_servers, tmp_path):
     _clean(out.read_text(), "table")
     _clean(meta_text, "meta.json")
     meta = json.loads(meta_text)
-    assert meta["summary"]["frames"] == 15 and meta["summary"]["sources"][0]["source"] == shown
+    # 15 frames read; a live queue may drop one the model was too slow for (latest wins, counted)
+    src = meta["summary"]["sources"][0]
+    assert src["source"] == shown and 0 < meta["summary"]["frames"] <= 15
+    assert meta["summary"]["frames"] + src["extra"]["drops"] == 15, src
     assert {r["source"] for r in csv.DictReader(out.open())} <= {shown}
 
     wrong = server.url("cam0", user=USER, password="not-" + PASSWORD)

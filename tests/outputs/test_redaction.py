@@ -275,19 +275,21 @@ def vidpipe_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("debug", [False, True], ids=["plain", "debug"])
 def test_cli_end_to_end_never_shows_the_password(served, tmp_path, debug):
     good = url(served, "clip.ts")
-    bad = [url(served, "missing.ts"), url(served, "notvideo.ts"), url(served, "clip.ts", "wrong-pw"),
-           f"rtsp://{USER}:{PASSWORD}@127.0.0.1:{free_port()}/cam"]
+    # a server that answers "no" (404, not a video, wrong password) fails the input at once; an
+    # unreachable one is an offline camera, retried until the run ends (the probe test above
+    # covers its message); --max-frames ends the live good input
+    bad = [url(served, "missing.ts"), url(served, "notvideo.ts"), url(served, "clip.ts", "wrong-pw")]
     out = tmp_path / "dets.csv"
-    p = vidpipe_cli("detect", good, *bad, "-o", str(out), "--device", "cpu", *(["--debug"] if debug else []),
-                    cwd=tmp_path)
-    assert p.returncode == 2, p.stderr  # four inputs failed
+    p = vidpipe_cli("detect", good, *bad, "-o", str(out), "--device", "cpu", "--max-frames", "30",
+                    *(["--debug"] if debug else []), cwd=tmp_path)
+    assert p.returncode == 2, p.stderr  # three inputs failed
     assert served.authorized
     assert_clean(p.stdout, "stdout")
     assert_clean(p.stderr, "stderr")
     if debug:
-        assert "Traceback" in p.stderr and "RedactedError" in p.stderr  # the causes are there, masked
-    assert p.stderr.count("vidpipe: error: cannot open") == 4
-    for words in ("404", "Invalid data", "401", "Connection refused"):
+        assert "Traceback" in p.stderr  # the tracebacks are there, masked (the live reader raises without a cause)
+    assert p.stderr.count("vidpipe: error: cannot open") == 3
+    for words in ("404", "Invalid data", "401"):
         assert words in p.stderr
     rows = list(csv.DictReader(out.open()))
     assert rows, "no detections: the clip should have some"
@@ -299,7 +301,7 @@ def test_cli_end_to_end_never_shows_the_password(served, tmp_path, debug):
     assert_clean(meta_text, "meta.json")
     meta = json.loads(meta_text)
     assert meta["sources"][0]["source"].startswith("http://***@")
-    assert len(meta["summary"]["sources"]) == 5
+    assert len(meta["summary"]["sources"]) == 4
 
 
 def test_importing_vidpipe_leaves_logging_alone():

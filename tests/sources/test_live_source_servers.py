@@ -108,7 +108,9 @@ def test_rtsp_password_never_shown(start_server, run_live, caplog):
         bad = run_live(srv.url("cam0", user="admin", password="Wr0ng-pass-abc"), LiveOptions(**OPTS))
         assert good.wait_frames(10, 15), good.error
         time.sleep(1.0)
-        assert not bad.frames and bad.state.live_state == "connecting"
+        # refused credentials are a mistake, not an offline camera: failed at once, with the reason
+        assert not bad.frames and bad.state.live_state == "failed"
+        assert "refused the credentials" in str(bad.error) and "Wr0ng" not in str(bad.error)
         good.close()
         bad.close()
     metas = [m for m, _ in good.frames]
@@ -116,7 +118,7 @@ def test_rtsp_password_never_shown(start_server, run_live, caplog):
     for secret in ("Pa55-w0rd-xyz", "Wr0ng-pass-abc"):
         assert secret not in caplog.text
         assert secret not in repr(good.state) and secret not in repr(bad.state)
-    assert "401" in caplog.text or "Unauthorized" in caplog.text or "offline" in caplog.text
+    assert "401" in str(bad.error) or "Unauthorized" in str(bad.error), bad.error
 
 
 def test_server_killed_and_restarted_reconnects(start_server, run_live):

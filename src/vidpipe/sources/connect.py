@@ -8,7 +8,8 @@ and returns a :class:`Connection`: the container, its first video stream and a
 FFmpeg options per input (:func:`ffmpeg_options`):
 
 - every URL: ``av.open(timeout=(open_timeout, read_timeout))`` (PyAV's interrupt callback: it
-  bounds the open and every read, whatever the protocol), ``fflags=nobuffer``,
+  bounds the open and every read, whatever the protocol) (not ``fflags=nobuffer``: it drops
+  the packets read while probing, the first keyframe among them),
   ``flags=low_delay``, ``probesize=32768`` bytes and ``analyzeduration=100000`` µs: FFmpeg's
   5 MB / 5 s defaults add seconds to every (re)connect. Measured here (320x240 15 fps, 1 s GOP,
   median of 4-5 opens, open -> first decoded frame): HTTP MPEG-TS 2.14 s with 256 kB / 1 s,
@@ -126,7 +127,9 @@ def ffmpeg_options(target: Target, options: "LiveOptions") -> dict[str, str]:
     """The FFmpeg options ``av.open`` gets for ``target`` (see the module docstring)."""
     if target.kind == "file":
         return {}
-    out = {"fflags": "nobuffer", "flags": "low_delay"}
+    # no fflags=nobuffer: it discards the packets read while probing, i.e. the first keyframe,
+    # so every connection waited a whole GOP for its first frame (and a short HTTP file lost it)
+    out = {"flags": "low_delay"}
     if target.kind == "webcam":
         return out
     read_us = str(int(options.read_timeout * 1_000_000))
@@ -147,7 +150,8 @@ def ffmpeg_options(target: Target, options: "LiveOptions") -> dict[str, str]:
 
 def is_permanent(exc: BaseException) -> bool:
     """``True`` for errors retrying can never fix (the source then fails): a missing protocol,
-    webcam device or file, an input without video, a codec nothing here decodes."""
+    webcam device or file, an input without video, a codec nothing here decodes, credentials the
+    server refuses (401/403)."""
     return isinstance(exc, VidpipeError) and not isinstance(exc, OpenFailed)
 
 
@@ -225,8 +229,16 @@ class Connection:
         return value / 1_000_000
 
 
-def open_target(target: Target, options: "LiveOptions") -> Connection:
-    """Open ``target`` once with PyAV; see the module docstring for options and errors."""
+def open_target(target: Target, options: "LiveOptions", *, first: bool = False) -> Connection:
+    """Open ``target`` once with PyAV; see the module docstring for options and errors.
+
+    ``first``: no connection to this input has opened yet in this run. Then a server that
+    answers but refuses the stream (HTTP/RTSP 4xx such as 404) or sends something that is not a
+    video is a mistake in the input, not an offline camera: :class:`SourceError` (the source
+    fails with the reason). Once the input has been live, the same answers are retried (a camera
+    being reconfigured or restarted). Unreachable servers (refused, timed out) are always
+    retried: a camera may start offline.
+    """
     import av
 
     from vidpipe.decode.probe import discard_other_streams
@@ -246,9 +258,21 @@ def open_target(target: Target, options: "LiveOptions") -> Connection:
             f"cannot open {target.name}: this PyAV's FFmpeg has no {target.scheme} protocol "
             f"({_reason(exc)}); use a PyAV built with it (e.g. FFmpeg with libsrt for srt://)"
         ) from None
+    except (av.error.HTTPUnauthorizedError, av.error.HTTPForbiddenError) as exc:
+        # a camera that refuses the credentials is misconfigured, not offline: retrying would
+        # hide the mistake (and hammer the camera's login); fail with the reason
+        raise SourceError(
+            f"cannot open {target.name}: the server refused the credentials ({_reason(exc)}); "
+            "check the user and password in the URL"
+        ) from None
     except av.error.FFmpegError as exc:
         if target.kind == "file":
             raise SourceError(f"{target.name} is not a video PyAV can read ({_reason(exc)})") from None
+        if first and isinstance(exc, (av.error.HTTPClientError, av.error.InvalidDataError)):
+            raise SourceError(
+                f"cannot open {target.name} ({_reason(exc)}); the server answered but has no video stream "
+                "there: check the URL's path"
+            ) from None
         raise OpenFailed(f"cannot open {target.name} ({_reason(exc)})", _reason(exc)) from None
     except OSError as exc:
         raise OpenFailed(f"cannot open {target.name} ({_reason(exc)})", _reason(exc)) from None

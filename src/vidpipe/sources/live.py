@@ -122,7 +122,8 @@ class LiveSource:
         opened = 0  # connections opened so far
         try:
             while not ctx.stop.is_set():
-                reader = PacketReader(self.target, opts, stop=ctx.stop, paced=self.target.kind == "file")
+                reader = PacketReader(self.target, opts, stop=ctx.stop, paced=self.target.kind == "file",
+                                      first=opened == 0)
                 ended: _Ended | None = None
                 items = self._connection(reader, state, ctx, watchdog, offline)
                 try:
@@ -149,8 +150,10 @@ class LiveSource:
                     reader.close()
                 if ended is None:  # stopped
                     break
-                if ended.eof and self.target.kind == "file":
-                    logger.info("%s: the file played as a camera ended", name)
+                if ended.eof and (self.target.kind == "file" or self.target.scheme in ("http", "https")):
+                    # a file played as a camera, an HTTP file or a finished HLS playlist: the end of
+                    # the input (a live HTTP stream that breaks ends with an error, not an end of file)
+                    logger.info("%s: the input ended", name)
                     state.live_state = "stopped"
                     return
                 if ended.frames:

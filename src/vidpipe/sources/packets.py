@@ -62,7 +62,9 @@ class PacketReader:
         stop: threading.Event,
         paced: bool = False,
         max_packets: int = 256,
+        first: bool = False,
     ) -> None:
+        self.first = first  # no connection has opened yet (see open_target)
         self.target = target
         self.options = options
         self.stop = stop
@@ -98,7 +100,7 @@ class PacketReader:
 
     def _run(self) -> None:
         try:
-            conn = open_target(self.target, self.options)
+            conn = open_target(self.target, self.options, first=self.first)
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer
             self._put(("end", exc))
             return
