@@ -117,7 +117,7 @@ def _stop_publishers(procs: Sequence[subprocess.Popen]) -> None:
 
 
 def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, warmup: float,
-             batch_size: int, batch_timeout: float | None) -> dict:
+             batch_size: int, batch_timeout: float | None, decoder: str = "auto") -> dict:
     """One step: detect on ``urls`` until every stream delivered and ``warmup`` passed, then
     count ``seconds`` of results."""
     import vidpipe
@@ -125,7 +125,7 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
 
     n = len(urls)
     live = LiveOptions(batch_timeout=batch_timeout)
-    run = vidpipe.detect(list(urls), model=detector, batch_size=batch_size, live=live)
+    run = vidpipe.detect(list(urls), model=detector, batch_size=batch_size, live=live, decoder=decoder)
     counts = [0] * n
     seen = [False] * n
     latencies: list[float] = []
@@ -194,6 +194,7 @@ def run_streams_bench(
     model: str = "yolov3-tiny",
     batch_size: int | None = None,
     batch_timeout: float | None = None,
+    decoder: str = "auto",
     clip: str | os.PathLike | None = None,
     size: tuple[int, int] = (1920, 1080),
     fps: int = 30,
@@ -223,7 +224,7 @@ def run_streams_bench(
                     bs = batch_size or max(1, min(n, 64))
                     logger.info("bench streams: %d streams, batch %d", n, bs)
                     row = _measure(urls[:n], detector=detector, fps=fps, seconds=seconds, warmup=warmup,
-                                   batch_size=bs, batch_timeout=batch_timeout)
+                                   batch_size=bs, batch_timeout=batch_timeout, decoder=decoder)
                     row["batch_size"] = bs
                     rows.append(row)
                     logger.info("bench streams: %s", row)

@@ -76,6 +76,7 @@ def add_parser(sub, common) -> None:
                    help="frames per model call (default: the stream count, at most 64)")
     s.add_argument("--batch-timeout", type=float, default=None, metavar="S",
                    help="seconds a partial batch waits (default: one frame interval)")
+    s.add_argument("--decoder", default="auto", help="video decoder of the streams: auto, nvdec, pyav")
     s.add_argument("--nginx-root", default=None, metavar="DIR",
                    help="nginx + libnginx-mod-rtmp unpacked with dpkg -x (default: the system's)")
     s.add_argument("--per-process", type=_positive_int, default=8, help="streams per publisher process")
@@ -178,6 +179,7 @@ def run_streams(args: argparse.Namespace) -> int:
         model=args.model,
         batch_size=args.batch_size,
         batch_timeout=args.batch_timeout,
+        decoder=args.decoder,
         clip=args.input,
         size=_size(args.size),
         nginx_root=args.nginx_root,
