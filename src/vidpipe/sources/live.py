@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from vidpipe.sources.capture import CaptureStamps, camera_time
 from vidpipe.sources.connect import is_permanent, live_target
+from vidpipe.sources.drive import ready_event, stream_scope
 from vidpipe.sources.live_decode import PyAVLiveDecoder, open_live_decoder
 from vidpipe.sources.options import LiveOptions
 from vidpipe.sources.packets import PacketReader
@@ -186,7 +187,7 @@ class LiveSource:
         """One connection: ``None`` when it opens, then chunks. Returns on stop; raises
         :class:`_Ended` when the connection is over, or a permanent error."""
         device = ctx.detector.device
-        cuda_stream, scope = _stream_scope(device)
+        cuda_stream, scope = stream_scope(device)
         stamps = CaptureStamps()
         conn = dec = None
         frames = 0
@@ -334,7 +335,7 @@ class LiveSource:
             batch = dec.batch(frame, meta)
             t1 = time.perf_counter()
             inp = to_input(batch)
-            ready = _ready_event(cuda_stream)
+            ready = ready_event(cuda_stream)
         ctx.stats.add("decode", t1 - t0 + self._decode_s, 1)
         self._decode_s = 0.0
         ctx.stats.add("preprocess", time.perf_counter() - t1, 1)
@@ -358,21 +359,3 @@ def _preprocessor(ctx: "SourceContext") -> Any:
     return to_input
 
 
-def _stream_scope(device: Any) -> tuple[Any, Any]:
-    """A fresh CUDA stream for this worker and its context (no-ops on the CPU)."""
-    if device.type != "cuda":
-        return None, contextlib.nullcontext()
-    import torch
-
-    stream = torch.cuda.Stream(device)
-    return stream, torch.cuda.stream(stream)
-
-
-def _ready_event(stream: Any) -> Any:
-    if stream is None:
-        return None
-    import torch
-
-    ev = torch.cuda.Event()
-    ev.record(stream)
-    return ev
