@@ -16,7 +16,8 @@ FFmpeg options per input (:func:`ffmpeg_options`):
   1.14 s with these; RTMP (nginx) 3.0 -> 2.0 s; RTSP 1.7 -> 1.2 s, all with ``nobuffer``
   still on; without it (the probed keyframe kept, 5 opens each, loaded 2-core machine): RTSP
   0.32-0.61 s (median 0.51), RTMP 0.50-1.63 s (median 1.20). Going lower (32 bytes / 0) opens
-  faster still but may leave the pixel format and size unknown until the first frame (then NVDEC cannot be chosen at open);
+  faster still but may leave the pixel format and size unknown until the first frame (then
+  NVDEC cannot be chosen at open);
 - ``rtsp(s)://``: ``rtsp_transport`` ``tcp`` (default) or ``udp``, ``timeout`` = read_timeout
   in µs (socket I/O; FFmpeg >= 5 renamed ``stimeout`` to ``timeout``; its listen timeout is now
   ``listen_timeout``);
