@@ -48,6 +48,23 @@ def test_missing_webcam_is_a_clear_error(run_live):
     assert run.state.live_state == "failed"
 
 
+@pytest.mark.parametrize("url, words", [
+    ("rtmp://", "names no host"),
+    ("rtsp://admin:secret@:554/cam", "names no host"),
+    ("http://[::1/x", "is not a valid URL"),
+])
+def test_malformed_urls_fail_at_once_instead_of_being_retried(url, words):
+    """A URL that can never open is a clear error when the source is made, not an offline camera
+    retried forever; listener forms (udp://:1234) stay valid."""
+    from vidpipe.sources.connect import live_target
+    from vidpipe.sources.spec import SourceSpec
+
+    with pytest.raises(SourceError, match=words) as info:
+        live_target(SourceSpec("live", url))
+    assert "secret" not in str(info.value)
+    assert live_target(SourceSpec("live", "udp://:1234")).scheme == "udp"
+
+
 # ------------------------------------------------------------------------------------ options
 
 

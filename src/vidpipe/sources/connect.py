@@ -47,6 +47,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
+from urllib.parse import urlsplit
 from typing import TYPE_CHECKING, Any, Literal
 
 from vidpipe.errors import SourceError, UnsupportedError, VidpipeError
@@ -100,6 +101,10 @@ class Target:
     format: str | None = None
 
 
+#: schemes that always connect to a server, so a URL of theirs without a host is a mistake
+_CLIENT_SCHEMES = frozenset({"rtsp", "rtsps", "rtmp", "rtmps", "http", "https"})
+
+
 def webcam_device(text: str) -> str | None:
     """``/dev/videoN`` for a webcam input (``/dev/videoN`` itself, or a bare index ``N`` when no
     file of that name exists), else ``None``."""
@@ -122,6 +127,12 @@ def live_target(spec: "SourceSpec") -> Target:
     head, sep, _ = loc.partition("://")
     if not sep:
         raise SourceError(f"{spec.name} is not a stream URL or a webcam (/dev/videoN or an index like 0)")
+    try:  # a malformed URL can never open: fail now instead of retrying it forever
+        host = urlsplit(loc).hostname
+    except ValueError as exc:
+        raise SourceError(f"{spec.name} is not a valid URL ({exc})") from None
+    if not host and head.lower() in _CLIENT_SCHEMES:  # udp://:1234, srt://:9000?mode=listener listen
+        raise SourceError(f"{spec.name} names no host; expected e.g. {head.lower()}://HOST[:PORT]/PATH")
     return Target("url", loc, spec.name, scheme=head.lower())
 
 
