@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from vidpipe.models.base import Model
     from vidpipe.models.detector import Detector
     from vidpipe.pipeline import DetectionRun
+    from vidpipe.stages.base import Stage
 
 
 def build_detector(
@@ -69,6 +70,7 @@ def detect(
     head: str | None = None,
     strict_gpu: bool = False,
     results_on_host: bool = False,
+    stages: "Sequence[Stage]" = (),
     **pipeline_options: Any,
 ) -> "DetectionRun":
     """Detect objects in videos, image folders or image files.
@@ -93,6 +95,8 @@ def detect(
         strict_gpu: raise instead of falling back to a CPU stage on a GPU device.
         results_on_host: move detections to the CPU before yielding (default: keep them on the
             device until you ask).
+        stages: steps run on each stream's results, in order, before they are yielded
+            (:class:`~vidpipe.stages.Stage`: tracking, lines and zones, ...).
 
     Returns:
         A :class:`~vidpipe.pipeline.DetectionRun`: iterate it for one
@@ -148,4 +152,4 @@ def detect(
         names=names,
         head=head,
     )
-    return DetectionRun(specs, detector, config, failed=failed)
+    return DetectionRun(specs, detector, config, failed=failed, stages=stages)

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from vidpipe.pipeline_infer import _InFlight
     from vidpipe.sources.base import Source
     from vidpipe.sources.spec import SourceSpec
+    from vidpipe.stages.base import Stage
     from vidpipe.summary import RunSummary
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,8 @@ class DetectionRun:
         failed: inputs rejected before the run (missing path, empty folder, ...): (input, reason).
         keep_alive: iteration does not end when every source is done (a server adding sources
             later): it ends on :meth:`stop` or :meth:`close`.
+        stages: steps after detection (:class:`~vidpipe.stages.Stage`: a tracker, line and zone
+            counting, ...), run in this order on each stream's results before they are yielded.
     """
 
     def __init__(
@@ -82,7 +85,10 @@ class DetectionRun:
         *,
         failed: "Sequence[tuple[str, str]]" = (),
         keep_alive: bool = False,
+        stages: "Sequence[Stage]" = (),
     ) -> None:
+        from vidpipe.stages.runner import StageRunner
+
         self.detector = detector
         self.config = config
         self.device: "torch.device" = detector.device
@@ -107,6 +113,7 @@ class DetectionRun:
         self.stats = PipelineStats(self.device)
         self.batch_size = config.batch_size
         self.infer = Inference(detector, config, self.stats)
+        self.stages = StageRunner(stages)
         for spec in specs:
             self._add(spec)
 
@@ -180,6 +187,7 @@ class DetectionRun:
         if worker is not None:
             worker.stop.set()
             self._batcher.remove_queue(worker.queue)
+        self.stages.reset(stream_id)
         logger.info("%s: removed (stream %d)", st.spec.name, stream_id)
 
     def kind_of(self, stream_id: int) -> str:
@@ -254,7 +262,11 @@ class DetectionRun:
             raise RuntimeError("a DetectionRun can be iterated only once")
         self._start()
         try:
-            yield from self._consume()
+            for batch in self._consume():
+                if self.stages:
+                    with self.stats.time("stages", len(batch)):
+                        batch = self.stages(batch)
+                yield batch
         finally:
             self.close()
 
@@ -333,6 +345,7 @@ class DetectionRun:
                 # in addition, every frame it produced was yielded.
                 st.status = "partial"
                 st.error = st.error or f"{st.spec.name}: the run stopped after {st.frames} frames"
+        self.stages.close()
         self.finished_at = time.perf_counter()
         self._finalized.set()
 

@@ -117,4 +117,5 @@ def run_summary(run: "DetectionRun", *, outputs: "Sequence[str]" = ()) -> "RunSu
         outputs=tuple(outputs),
         skipped=tuple({"source": st.spec.name, **item} for st in states for item in st.extra.get("skipped", ())),
         stats=stats,
+        stages=run.stages.reports(),
     )

@@ -177,6 +177,9 @@ class RunSummary:
         skipped: bad inputs that were skipped, each ``{"path": ..., "reason": ...}`` (plus any
             other keys the source layer adds, e.g. ``"source"`` for a file inside a folder).
         stats: free-form counters and timings (e.g. ``"d2h_bytes_per_frame"``).
+        stages: what each stage after detection reports, by stage name (``"zones"``: counts
+            per line and zone; see :class:`vidpipe.stages.Stage`); also top-level keys of
+            :meth:`to_dict` where they do not clash with the fixed ones.
     """
 
     sources: tuple[SourceSummary, ...] = ()
@@ -190,6 +193,7 @@ class RunSummary:
     outputs: tuple[str, ...] = ()
     skipped: tuple[Mapping[str, Any], ...] = ()
     stats: Mapping[str, Any] = field(default_factory=dict)
+    stages: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sources", tuple(self.sources))
@@ -197,6 +201,7 @@ class RunSummary:
         object.__setattr__(self, "skipped", tuple(redacted(dict(s)) for s in self.skipped))
         object.__setattr__(self, "backends", {str(k): str(v) for k, v in self.backends.items()})
         object.__setattr__(self, "stats", redacted(dict(self.stats)))
+        object.__setattr__(self, "stages", redacted(jsonable(dict(self.stages))))
 
     @property
     def status(self) -> SourceStatus:
@@ -213,7 +218,7 @@ class RunSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict (``json.dumps`` works on it as is), credentials masked."""
-        return redacted({
+        out = {
             "vidpipe_version": vidpipe_version(),
             "status": self.status,
             "frames": int(self.frames),
@@ -227,7 +232,11 @@ class RunSummary:
             "outputs": list(self.outputs),
             "skipped": [jsonable(s) for s in self.skipped],
             "stats": jsonable(self.stats),
-        })
+            "stages": dict(self.stages),
+        }
+        for name, report in self.stages.items():
+            out.setdefault(name, report)
+        return redacted(out)
 
     def format_text(self, *, errors: bool = True) -> str:
         """A short human summary: one line per source, totals, fps, backends, outputs, skips.

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     import supervision
     import torch
 
+    from vidpipe.stages.base import Event
+
 __all__ = [
     "ColorSpec",
     "Packet",
@@ -100,6 +102,9 @@ class FrameMeta:
             within this process); ``None`` for files and images.
         camera_time: the camera's own clock for this frame (UTC seconds since the epoch, from
             RTCP sender reports) where the stream carries it; else ``None``.
+        connection: live streams: which connection the frame came through (0, then 1 after the
+            first reconnect, ...): per-stream state (tracks) starts over when it changes; 0 for
+            files and images.
     """
 
     source: str
@@ -111,6 +116,7 @@ class FrameMeta:
     captured_at: float | None = None
     captured_mono: float | None = None
     camera_time: float | None = None
+    connection: int = 0
 
 
 @dataclass(frozen=True, repr=False)
@@ -374,11 +380,17 @@ class FrameResult:
     """The detections of one frame, as yielded by :func:`vidpipe.detect` (in order per source).
 
     ``detections`` stay on the pipeline's device; ``names`` maps class ids to class names.
+    ``events``: what the run's stages saw happen in this frame (zone entered, line crossed, ...;
+    :class:`vidpipe.stages.Event`), in order. ``image``: the decoded frame, ``(3, H, W)`` uint8
+    RGB on the pipeline's device at the source's size (the boxes' coordinates), only when a stage
+    or the caller asked the run to keep frames; else ``None``.
     """
 
     meta: FrameMeta
     detections: Detections
     names: tuple[str, ...] = field(default=(), compare=False)
+    events: "tuple[Event, ...]" = field(default=(), compare=False)
+    image: "torch.Tensor | None" = field(default=None, compare=False)
 
     @property
     def source(self) -> str:

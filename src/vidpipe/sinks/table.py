@@ -289,6 +289,9 @@ class TableSink(Sink):
             "summary": None if summary is None else summary.to_dict(),
         }
         meta.update(jsonable(self._extra_metadata))
+        if summary is not None:  # stage reports ("zones": counts) at the top, as in the summary
+            for name, report in summary.stages.items():
+                meta.setdefault(name, jsonable(report))
         return redacted(meta)
 
     def _finalize(self, summary: "RunSummary | None", *, complete: bool, reason: str | None) -> None:

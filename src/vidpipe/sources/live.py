@@ -329,6 +329,7 @@ class LiveSource:
             captured_at=stamp.wall,
             captured_mono=stamp.mono,
             camera_time=camera_time(stamp.epoch, pts_s),
+            connection=state.reconnects,
         )
         with scope:
             t0 = time.perf_counter()

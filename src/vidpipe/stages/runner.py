@@ -1,0 +1,97 @@
+"""Runs the :class:`~vidpipe.stages.base.Stage` chain of a run over each batch of results."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from vidpipe.errors import ConfigError
+
+if TYPE_CHECKING:
+    from vidpipe.stages.base import Stage
+    from vidpipe.types import FrameResult
+
+__all__ = ["StageRunner"]
+
+logger = logging.getLogger(__name__)
+
+
+class StageRunner:
+    """Groups a batch's results by stream (order kept within each), passes each group through
+    every stage in turn, and returns the batch in its original order.
+
+    A stream whose ``FrameMeta.connection`` changes (a live reconnect) is reset in every stage
+    before its next frame is processed; :meth:`reset` does it on demand (a stream removed).
+
+    Raises:
+        ConfigError: two stages with one name, or an object that is not a stage.
+    """
+
+    def __init__(self, stages: "Sequence[Stage]") -> None:
+        from vidpipe.stages.base import Stage
+
+        names: set[str] = set()
+        for s in stages:
+            if not isinstance(s, Stage):
+                raise ConfigError(
+                    f"stages: {type(s).__name__} is not a Stage (it needs name, needs_frames, process, "
+                    "reset, report and close)"
+                )
+            if s.name in names:
+                raise ConfigError(f"stages: two stages are named {s.name!r}; names must be unique")
+            names.add(s.name)
+        self.stages = tuple(stages)
+        self._connection: dict[int, int] = {}
+        self._closed = False
+
+    @property
+    def needs_frames(self) -> bool:
+        return any(s.needs_frames for s in self.stages)
+
+    def __bool__(self) -> bool:
+        return bool(self.stages)
+
+    def __call__(self, results: "Sequence[FrameResult]") -> "list[FrameResult]":
+        if not self.stages or not results:
+            return list(results)
+        groups: dict[int, list[int]] = {}
+        for i, r in enumerate(results):
+            groups.setdefault(r.meta.stream_id, []).append(i)
+        out: list[Any] = list(results)
+        for sid, rows in groups.items():
+            conn = results[rows[0]].meta.connection
+            if self._connection.setdefault(sid, conn) != conn:
+                self._connection[sid] = conn
+                self.reset(sid)
+            group: Sequence[FrameResult] = [results[i] for i in rows]
+            for stage in self.stages:
+                group = stage.process(group)
+                if len(group) != len(rows):
+                    raise RuntimeError(f"stage {stage.name!r} returned {len(group)} results for {len(rows)} frames")
+            for i, r in zip(rows, group):
+                out[i] = r
+        return out
+
+    def reset(self, stream_id: int) -> None:
+        for s in self.stages:
+            s.reset(stream_id)
+
+    def reports(self) -> dict[str, Any]:
+        """``{stage.name: stage.report()}`` for the stages with something to report."""
+        out: dict[str, Any] = {}
+        for s in self.stages:
+            rep = s.report()
+            if rep:
+                out[s.name] = dict(rep)
+        return out
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for s in self.stages:
+            try:
+                s.close()
+            except Exception:  # noqa: BLE001 - one stage failing to close must not hide the others
+                logger.exception("stage %r failed to close", s.name)

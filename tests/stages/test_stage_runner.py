@@ -1,0 +1,94 @@
+"""The stage chain: per stream, in order, results handed on in the batch's order; reset on a
+new connection and on remove; reports in the summary and meta; bad stages rejected."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+import vidpipe
+from vidpipe.errors import ConfigError
+from vidpipe.stages import StageRunner
+from vidpipe.types import Detections, FrameMeta, FrameResult
+
+
+class Recorder:
+    """A real stage: records what it saw and tags every result with its frame count so far."""
+
+    name = "recorder"
+    needs_frames = False
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, int]] = []
+        self.resets: list[int] = []
+        self.calls: list[int] = []
+        self.closed = 0
+
+    def process(self, results):
+        sids = {r.meta.stream_id for r in results}
+        assert len(sids) == 1, "a stage gets one stream at a time"
+        self.calls.append(len(results))
+        self.seen.extend((r.meta.stream_id, r.meta.index) for r in results)
+        return [dataclasses.replace(r, names=("tagged",)) for r in results]
+
+    def reset(self, stream_id):
+        self.resets.append(stream_id)
+
+    def report(self):
+        return {"frames": len(self.seen)}
+
+    def close(self):
+        self.closed += 1
+
+
+def _result(sid: int, index: int, connection: int = 0) -> FrameResult:
+    import torch
+
+    meta = FrameMeta(f"s{sid}", sid, index, None, 10, 10, connection=connection)
+    dets = Detections(torch.zeros((0, 4)), torch.zeros(0), torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long))
+    return FrameResult(meta=meta, detections=dets)
+
+
+def test_runner_groups_by_stream_keeps_batch_order_and_resets_on_new_connection():
+    rec = Recorder()
+    runner = StageRunner([rec])
+    batch = [_result(0, 0), _result(1, 0), _result(0, 1), _result(1, 1)]
+    out = runner(batch)
+    assert [(r.meta.stream_id, r.meta.index) for r in out] == [(0, 0), (1, 0), (0, 1), (1, 1)]
+    assert all(r.names == ("tagged",) for r in out)
+    assert sorted(rec.calls) == [2, 2]
+    assert rec.seen.index((0, 0)) < rec.seen.index((0, 1))
+    runner([_result(1, 2)])
+    assert rec.resets == []
+    runner([_result(1, 0, connection=1)])  # stream 1 reconnected
+    assert rec.resets == [1]
+    assert runner.reports() == {"recorder": {"frames": 6}}
+    runner.close()
+    runner.close()
+    assert rec.closed == 1
+
+
+def test_runner_rejects_non_stages_and_duplicate_names():
+    with pytest.raises(ConfigError, match="not a Stage"):
+        StageRunner([object()])
+    with pytest.raises(ConfigError, match="two stages are named 'recorder'"):
+        StageRunner([Recorder(), Recorder()])
+
+
+def test_stages_run_in_a_real_detection_and_report_in_the_summary_and_meta(make_clip, tmp_path):
+    a = make_clip(frames=12).path
+    b = make_clip(frames=7).path
+    rec = Recorder()
+    run = vidpipe.detect([str(a), str(b)], device="cpu", batch_size=5, stages=[rec])
+    got = [(r.meta.stream_id, r.meta.index, r.names) for r in run]
+    assert len(got) == 19 and all(n == ("tagged",) for *_, n in got)
+    for sid, n in ((0, 12), (1, 7)):
+        assert [i for s, i in rec.seen if s == sid] == list(range(n))
+    assert rec.closed == 1
+    summary = run.summary()
+    assert summary.stages == {"recorder": {"frames": 19}}
+    d = summary.to_dict()
+    assert d["recorder"] == {"frames": 19} and d["stages"] == {"recorder": {"frames": 19}}
+    json.dumps(d)
