@@ -383,7 +383,8 @@ class FrameResult:
     ``events``: what the run's stages saw happen in this frame (zone entered, line crossed, ...;
     :class:`vidpipe.stages.Event`), in order. ``image``: the decoded frame, ``(3, H, W)`` uint8
     RGB on the pipeline's device at the source's size (the boxes' coordinates), only when a stage
-    or the caller asked the run to keep frames; else ``None``.
+    or the caller asked the run to keep frames; else ``None``. ``embeddings``: ``(N, D)`` float,
+    one appearance vector per detection row (a ReID stage fills it), else ``None``.
     """
 
     meta: FrameMeta
@@ -391,6 +392,7 @@ class FrameResult:
     names: tuple[str, ...] = field(default=(), compare=False)
     events: "tuple[Event, ...]" = field(default=(), compare=False)
     image: "torch.Tensor | None" = field(default=None, compare=False)
+    embeddings: "torch.Tensor | None" = field(default=None, compare=False)
 
     @property
     def source(self) -> str:
