@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from vidpipe.models.detector import Detector
     from vidpipe.pipeline_infer import _InFlight
     from vidpipe.sources.base import Source
+    from vidpipe.sources.live_hub import LiveHub
     from vidpipe.sources.spec import SourceSpec
     from vidpipe.stages.base import Stage
     from vidpipe.summary import RunSummary
@@ -56,6 +57,13 @@ __all__ = ["DetectionRun", "PipelineConfig", "SourceState", "SOURCE_ERROR_LOG"]
 
 #: how long close() waits for all workers together before it warns and leaves them (seconds)
 JOIN_TIMEOUT_S = 10.0
+
+
+def _is_live(item: Any, config: PipelineConfig) -> bool:
+    from vidpipe.sources.factory import is_live_spec
+    from vidpipe.sources.spec import SourceSpec
+
+    return is_live_spec(item, config) if isinstance(item, SourceSpec) else bool(getattr(item, "live", False))
 
 
 class DetectionRun:
@@ -100,6 +108,7 @@ class DetectionRun:
         self._lock = threading.RLock()  # states and workers; the delivery gate of close()
         self._stop = threading.Event()
         self._slots = threading.Semaphore(config.max_open_sources)
+        self._gpu_submit = threading.Lock()  # see SourceContext.gpu_submit
         self._batcher = Batcher(config.batch_size, batch_timeout=config.live.batch_timeout, keep_alive=self.keep_alive)
         self.meters = Meters()
         self._started = False  # iteration began
@@ -114,6 +123,9 @@ class DetectionRun:
         self.batch_size = config.batch_size
         self.infer = Inference(detector, config, self.stats)
         self.stages = StageRunner(stages)
+        self._hub: "LiveHub | None" = None  # decoder processes of the live inputs, when used
+        self._hub_failed = False
+        self._live_inputs = sum(1 for s in specs if _is_live(s, config))
         for spec in specs:
             self._add(spec)
 
@@ -139,12 +151,15 @@ class DetectionRun:
                 logger.error("%s", error, exc_info=not known, extra=SOURCE_ERROR_LOG)
                 return state
             live = bool(source.live)
+            if live:
+                source = self._maybe_in_process(source)
             self._kinds[state.stream_id] = "live" if live else spec.kind
             capacity = self.config.live.queue_frames if live else self.config.queue_depth
             queue = self._batcher.add_queue(state, live=live, capacity=capacity)
             worker = SourceWorker(
                 source, state, queue, detector=self.detector, config=self.config, stats=self.stats,
                 slots=self._slots, on_start=lambda st: self.meters.meter(st.stream_id).start(),
+                gpu_submit=self._gpu_submit,
             )
             self._workers[state.stream_id] = worker
             if self._stop.is_set():
@@ -152,6 +167,29 @@ class DetectionRun:
             if self._running:
                 worker.start()
         return state
+
+    def _maybe_in_process(self, source: "Source") -> "Source":
+        """A live stream the run's decoder processes should run (``LiveOptions.processes``),
+        as their :class:`~vidpipe.sources.live_hub.ProcessLiveSource`; else ``source``."""
+        from vidpipe.sources.live import LiveSource
+        from vidpipe.sources.live_hub import LiveHub, ProcessLiveSource, hub_processes
+
+        if not isinstance(source, LiveSource):
+            return source  # the caller's own Source runs as it is
+        if self._hub is None:
+            n = hub_processes(self.config, self.device, max(self._live_inputs, self._live_count() + 1))
+            if n <= 0 or self._hub_failed:
+                return source
+            try:
+                self._hub = LiveHub(device=self.device, processes=n, config=self.config, detector=self.detector)
+            except Exception as exc:  # noqa: BLE001 - the streams still run, in this process
+                self._hub_failed = True
+                logger.warning("decoder processes for the live streams did not start (%s); they run in threads", exc)
+                return source
+        return ProcessLiveSource(source.spec, self._hub)
+
+    def _live_count(self) -> int:
+        return sum(1 for k in self._kinds.values() if k == "live")
 
     def add_source(self, location: "str | os.PathLike | SourceSpec | Source") -> int:
         """Add one input (a path, URL, :class:`SourceSpec` or :class:`Source`); returns its stream
@@ -193,6 +231,15 @@ class DetectionRun:
     def kind_of(self, stream_id: int) -> str:
         """``"file"``, ``"images"`` or ``"live"`` (a file played in real time is live)."""
         return self._kinds.get(stream_id, "file")
+
+    @property
+    def live_processes(self) -> int:
+        """Decoder processes running this run's live streams (0: they run in threads here)."""
+        return 0 if self._hub is None else self._hub.pool.size
+
+    def live_processes_cpu_s(self) -> float:
+        """CPU seconds those decoder processes have used so far (0 without them)."""
+        return 0.0 if self._hub is None else self._hub.cpu_seconds()
 
     @property
     def batch_timeout(self) -> float | None:
@@ -346,6 +393,8 @@ class DetectionRun:
                 st.status = "partial"
                 st.error = st.error or f"{st.spec.name}: the run stopped after {st.frames} frames"
         self.stages.close()
+        if self._hub is not None:
+            self._hub.close()
         self.finished_at = time.perf_counter()
         self._finalized.set()
 

@@ -46,6 +46,7 @@ class SourceWorker:
         stats: "PipelineStats",
         slots: threading.Semaphore,
         on_start: "Callable[[SourceState], None] | None" = None,
+        gpu_submit: "threading.Lock | None" = None,
     ) -> None:
         self.source = source
         self.state = state
@@ -54,7 +55,7 @@ class SourceWorker:
         self.stop = threading.Event()  # this source's stop: the run's stop, close, or removal
         self._slots = slots
         self._on_start = on_start
-        self._ctx = SourceContext(detector=detector, config=config, stop=self.stop, stats=stats)
+        self._ctx = SourceContext(detector=detector, config=config, stop=self.stop, stats=stats, gpu_submit=gpu_submit)
         self.thread = threading.Thread(target=self._run, name=f"vidpipe-src{state.stream_id}", daemon=True)
 
     def start(self) -> None:

@@ -139,7 +139,8 @@ def test_server_killed_and_restarted_reconnects(start_server, run_live):
     assert first_new < 5.0
     assert run.state.reconnects == 1 and run.state.live_state == "live"
     idx = [m.index for m, _ in run.frames]
-    assert idx == list(range(len(idx)))  # increasing across the reconnect, never repeated
+    assert idx == sorted(set(idx))  # increasing across the reconnect, never repeated
+    assert idx[-1] + 1 - len(idx) <= run.state.drops  # a gap only where a late frame was dropped (a busy machine)
 
 
 def test_frozen_server_is_a_stall(start_server, run_live, caplog):

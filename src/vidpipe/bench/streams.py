@@ -11,8 +11,9 @@ for each N reports, over a measured window after a warm-up:
 - capture-to-result latency p50 / p99 / max over all results (capture = receipt of the frame's
   data in vidpipe, see :class:`~vidpipe.types.FrameMeta`),
 - decoded frames dropped (latest wins), reconnects,
-- CPU cores used by vidpipe's process (publishers and server excluded), GPU and NVDEC utilisation
-  (NVML, sampled twice a second).
+- CPU cores used by vidpipe (its process and its decoder processes; publishers and server
+  excluded), CPU cores busy on the whole machine (publishers and server included), GPU and NVDEC
+  utilisation (NVML, sampled twice a second), and the decoder processes of the live streams.
 
 The most streams held in real time is the largest N whose row is real time.
 """
@@ -116,15 +117,28 @@ def _stop_publishers(procs: Sequence[subprocess.Popen]) -> None:
             p.kill()
 
 
+def _machine_busy_s() -> float:
+    """CPU seconds the whole machine has been busy (all processes: publishers and server
+    included; Linux ``/proc/stat``, else 0)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0.0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+
+
 def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, warmup: float,
-             batch_size: int, batch_timeout: float | None, decoder: str = "auto") -> dict:
+             batch_size: int, batch_timeout: float | None, decoder: str = "auto",
+             live_processes: int | None = None) -> dict:
     """One step: detect on ``urls`` until every stream delivered and ``warmup`` passed, then
     count ``seconds`` of results."""
     import vidpipe
     from vidpipe.sources.options import LiveOptions
 
     n = len(urls)
-    live = LiveOptions(batch_timeout=batch_timeout)
+    live = LiveOptions(batch_timeout=batch_timeout, processes=live_processes)
     run = vidpipe.detect(list(urls), model=detector, batch_size=batch_size, live=live, decoder=decoder)
     counts = [0] * n
     seen = [False] * n
@@ -132,7 +146,8 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
     t_start = time.monotonic()
     window_start = window_end = None
     before = after = None
-    cpu0 = 0.0
+    cpu0 = cpu_s = machine_s = busy0 = 0.0
+    procs = 0
     sampler = _UtilSampler(detector.device)
     try:
         for r in run:
@@ -143,16 +158,19 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
                 ready = all(seen) and now - t_start >= warmup
                 if ready or now - t_start > warmup + 60:
                     window_start, window_end = now, now + seconds
-                    before, cpu0 = run.status(), time.process_time()
+                    before, cpu0 = run.status(), time.process_time() + run.live_processes_cpu_s()
+                    busy0 = _machine_busy_s()
                     sampler.__enter__()
                 continue
-            if now >= window_end:
+            if now >= window_end:  # read before the loop ends: leaving it closes the run
+                procs = run.live_processes
+                cpu_s = time.process_time() + run.live_processes_cpu_s() - cpu0
+                machine_s = _machine_busy_s() - busy0
                 break
             counts[sid] += 1
             if r.meta.captured_mono is not None:
                 latencies.append(now - r.meta.captured_mono)
         after = run.status()
-        cpu_s = time.process_time() - cpu0
     finally:
         if window_start is not None:
             sampler.__exit__()
@@ -178,9 +196,11 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
         "drops": drops,
         "reconnects": reconnects,
         "cpu_cores": cpu_s / wall,
+        "machine_cores": machine_s / wall,
         "gpu_util": sampler.mean("gpu_util_percent"),
         "nvdec_util": sampler.mean("nvdec_util_percent"),
         "decoder": ",".join(decoders) or None,
+        "live_processes": procs,
         "window_s": wall,
     }
 
@@ -195,6 +215,7 @@ def run_streams_bench(
     batch_size: int | None = None,
     batch_timeout: float | None = None,
     decoder: str = "auto",
+    live_processes: int | None = None,
     clip: str | os.PathLike | None = None,
     size: tuple[int, int] = (1920, 1080),
     fps: int = 30,
@@ -224,7 +245,8 @@ def run_streams_bench(
                     bs = batch_size or max(1, min(n, 64))
                     logger.info("bench streams: %d streams, batch %d", n, bs)
                     row = _measure(urls[:n], detector=detector, fps=fps, seconds=seconds, warmup=warmup,
-                                   batch_size=bs, batch_timeout=batch_timeout, decoder=decoder)
+                                   batch_size=bs, batch_timeout=batch_timeout, decoder=decoder,
+                                   live_processes=live_processes)
                     row["batch_size"] = bs
                     rows.append(row)
                     logger.info("bench streams: %s", row)
@@ -252,11 +274,12 @@ def run_streams_bench(
                  "target": ">= 64 streams, p99 <= 100 ms, no drops"},
         title="Live streams: capture-to-result latency and rate per stream count",
         columns=["streams", "realtime", "fps_total", "fps_min", "fps_median", "p50_ms", "p99_ms", "max_ms",
-                 "drops", "reconnects", "cpu_cores", "gpu_util", "nvdec_util", "batch_size", "decoder"],
+                 "drops", "reconnects", "cpu_cores", "machine_cores", "gpu_util", "nvdec_util", "batch_size", "decoder", "live_processes"],
         headers={"fps_total": "results/s", "fps_min": "min fps/stream", "fps_median": "median fps/stream",
-                 "p50_ms": "p50 ms", "p99_ms": "p99 ms", "max_ms": "max ms", "cpu_cores": "CPU cores",
+                 "p50_ms": "p50 ms", "p99_ms": "p99 ms", "max_ms": "max ms", "cpu_cores": "CPU cores", "machine_cores": "machine cores",
+                 "live_processes": "decoder procs",
                  "gpu_util": "GPU %", "nvdec_util": "NVDEC %", "realtime": "real time"},
         formats={"fps_min": ".1f", "fps_median": ".1f", "p50_ms": ".1f", "p99_ms": ".1f", "max_ms": ".1f",
-                 "cpu_cores": ".2f", "gpu_util": ".0f", "nvdec_util": ".0f"},
+                 "cpu_cores": ".2f", "machine_cores": ".2f", "gpu_util": ".0f", "nvdec_util": ".0f"},
         name="bench_streams",
     )

@@ -315,10 +315,15 @@ def _forget_pools() -> None:
 
 def children_cpu_seconds() -> float:
     """CPU seconds used so far by the live decoder processes of this process (Linux; else 0)."""
-    total = 0.0
-    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     with _pools_lock:
         pids = [p.pid for pool in _pools.values() for p in pool.procs]
+    return cpu_seconds(pids)
+
+
+def cpu_seconds(pids: "list[int]") -> float:
+    """CPU seconds used so far by the processes ``pids`` (Linux; else 0)."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat", "rb") as f:

@@ -205,6 +205,7 @@ def serve(conn: Any) -> bool:
     rings: dict[int, list[Any]] = {}
     job: ChildJob | None = None
     runner: threading.Thread | None = None
+    live: Any = None  # live streams run for the parent (vidpipe.sources.live_child)
     while True:
         try:
             msg = conn.recv()
@@ -213,6 +214,13 @@ def serve(conn: Any) -> bool:
         kind = msg[0]
         if kind == "exit":
             break
+        if kind.startswith("live-"):
+            if live is None:
+                from vidpipe.sources.live_child import LiveChild
+
+                live = LiveChild(send, rings)
+            live.handle(msg)
+            continue
         if kind == "ring":
             rings[msg[1]] = _open_ring(conn, msg[2])
         elif kind == "slot":  # one slot of a ring replaced (the parent's caller kept a batch)
@@ -245,6 +253,8 @@ def serve(conn: Any) -> bool:
                 job.cancel()
     if job is not None:
         job.cancel()
+    if live is not None:
+        live.close()
     if runner is not None:
         runner.join(timeout=10)
     return True
@@ -279,6 +289,10 @@ def main() -> NoReturn:
 
     level = os.environ.get("VIDPIPE_PROC_LOG", "WARNING")
     logging.basicConfig(level=level, format="vidpipe decoder process %(process)d: %(levelname)s %(message)s")
+    from vidpipe.sources.redact import RedactingFilter
+
+    for handler in logging.getLogger().handlers:  # live streams log their URLs: never a password
+        handler.addFilter(RedactingFilter())
     conn.send(("hello", os.getpid()))
     try:
         told = serve(conn)

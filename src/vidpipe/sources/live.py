@@ -331,12 +331,17 @@ class LiveSource:
             camera_time=camera_time(stamp.epoch, pts_s),
             connection=state.reconnects,
         )
+        # GPU work in turn with the run's other live sources (SourceContext.gpu_submit); PyAV's
+        # RGB conversion is CPU work and stays outside the lock
+        turn = ctx.gpu_submit if ctx.gpu_submit is not None and cuda_stream is not None else contextlib.nullcontext()
         with scope:
             t0 = time.perf_counter()
-            batch = dec.batch(frame, meta)
+            with turn if dec.gpu_bound else contextlib.nullcontext():
+                batch = dec.batch(frame, meta)
             t1 = time.perf_counter()
-            inp = to_input(batch)
-            ready = ready_event(cuda_stream)
+            with turn:
+                inp = to_input(batch)
+                ready = ready_event(cuda_stream)
         ctx.stats.add("decode", t1 - t0 + self._decode_s, 1)
         self._decode_s = 0.0
         ctx.stats.add("preprocess", time.perf_counter() - t1, 1)

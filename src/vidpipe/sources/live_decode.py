@@ -48,6 +48,7 @@ class PyAVLiveDecoder:
     ``[(pts, frame)]``; :meth:`batch` turns one frame into an RGB :class:`FrameBatch`."""
 
     name = "pyav"
+    gpu_bound = False  # batch(): RGB conversion on the CPU, then one upload
 
     def __init__(self, conn: "Connection", device: "torch.device", reason: str) -> None:
         self.conn = conn
@@ -120,6 +121,7 @@ class NvdecLiveDecoder:
     this stream, :class:`~vidpipe.errors.BackendUnavailableError` when it is missing here."""
 
     name = "nvdec"
+    gpu_bound = True  # batch(): a copy on the GPU
 
     def __init__(self, conn: "Connection", device: "torch.device") -> None:
         from vidpipe.decode import nvdec  # raises BackendUnavailableError without PyNvVideoCodec

@@ -30,6 +30,11 @@ class LiveOptions:
             ``batched-push-timeout``).
         realtime: play files at their own frame rate, as a camera would deliver them (live
             semantics: latest wins, drops counted, capture times stamped).
+        processes: decoder processes that read, decode and preprocess the live streams
+            (:mod:`vidpipe.sources.live_hub`): ``0`` none (threads in this process), ``N`` that
+            many, ``None`` (default) automatic: on a CUDA device, once a run has
+            :data:`~vidpipe.sources.live_hub.THRESHOLD` (8) live inputs, half the cores (1 to 8);
+            on the CPU none.
     """
 
     rtsp_transport: Literal["tcp", "udp"] = "tcp"
@@ -41,6 +46,7 @@ class LiveOptions:
     queue_frames: int = 2
     batch_timeout: float | None = None
     realtime: bool = False
+    processes: int | None = None
 
     def __post_init__(self) -> None:
         check_choice("rtsp_transport", self.rtsp_transport, ("tcp", "udp"))
@@ -56,3 +62,5 @@ class LiveOptions:
         check_range("queue_frames", self.queue_frames, low=1, high=1024, integer=True)
         if self.batch_timeout is not None:
             check_range("batch_timeout", self.batch_timeout, low=0.0, high=60)
+        if self.processes is not None:
+            check_range("processes", self.processes, low=0, high=64, integer=True)
