@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -154,7 +155,9 @@ def _load_file(path: str, dev: "torch.device", dtype: Any) -> Embedder:
     kind = archive_kind(p)
     try:
         if kind == "torchscript":
-            module = torch.jit.load(p, map_location=dev).eval()
+            with warnings.catch_warnings():  # torch >= 2.10 marks TorchScript deprecated
+                warnings.simplefilter("ignore", FutureWarning)
+                module = torch.jit.load(p, map_location=dev).eval()
         elif kind == "export":
             module = torch.export.load(p).module().to(dev)
         else:
