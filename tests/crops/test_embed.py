@@ -212,3 +212,20 @@ def test_cli_embeddings_flag(tmp_path):
     )
     assert bad.returncode == 2 and "--embeddings x.csv" in bad.stderr and "Traceback" not in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_cli_stage_order(tmp_path):
+    """embed first (a tracker after it reads the embeddings), the writer after the others (it
+    sees track ids), then the command drops the frames it does not need."""
+    import argparse
+
+    from vidpipe.cli._embed_args import add_embed_args, with_embed_stages
+
+    p = argparse.ArgumentParser()
+    add_embed_args(p)
+    assert with_embed_stages(p.parse_args([]), ["tracker"]) == ["tracker"]
+    stages = with_embed_stages(p.parse_args(["--embeddings", str(tmp_path / "e.parquet")]), ["tracker"])
+    assert [getattr(s, "name", s) for s in stages] == ["embed", "tracker", "embeddings_file", "release_frames"]
+    r = _one_result()
+    (out,) = stages[-1].process([r])
+    assert out.image is None and r.image is not None and out.detections is r.detections

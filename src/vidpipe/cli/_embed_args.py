@@ -4,7 +4,8 @@
 embedding model on them: :class:`vidpipe.crops.EmbedStage`) and writes one row per embedded
 detection to the Parquet file (:class:`vidpipe.crops.parquet.EmbeddingsParquet`). The stage
 order is ``embed``, then the other stages (a tracker reads the embeddings), then the writer
-(which sees the track ids): :func:`with_embed_stages`.
+(which sees the track ids), then one that drops the frames the command does not need:
+:func:`with_embed_stages`.
 """
 
 from __future__ import annotations
@@ -76,4 +77,26 @@ def with_embed_stages(args: argparse.Namespace, stages: "Sequence[Any]" = ()) ->
         writer = EmbeddingsParquet(args.embeddings)
     except ConfigError as exc:
         raise ConfigError(f"--embeddings: {exc}") from None
-    return [embed, *stages, writer]
+    return [embed, *stages, writer, _ReleaseFrames()]
+
+
+class _ReleaseFrames:
+    """The last stage of the command: the command writes tables, which need no pixels, and may
+    hold results back for input order; dropping ``image`` frees each frame at once."""
+
+    name = "release_frames"
+    needs_frames = False
+
+    def process(self, results):
+        import dataclasses
+
+        return [r if r.image is None else dataclasses.replace(r, image=None) for r in results]
+
+    def reset(self, stream_id: int) -> None:
+        pass
+
+    def report(self) -> dict:
+        return {}
+
+    def close(self) -> None:
+        pass

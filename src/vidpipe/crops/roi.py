@@ -9,8 +9,11 @@ averages the area like ``cv2.INTER_AREA`` and enlarging is bilinear like ``cv2.I
 All crops of the call come out as one ``(N, 3, h, w)`` float batch, ready for one model call.
 
 Frames are converted to float only where they are read: frames of one size go to ``roi_align``
-``frames_per_call`` at a time (float16 on CUDA, float32 on the CPU), so the temporary memory is
-bounded (1080p, 8 frames, float16: 100 MB) whatever the batch size.
+``frames_per_call`` at a time, in float32 (``roi_align`` takes the boxes in the frames' dtype,
+and float16 would round a 1080p x coordinate to whole pixels, a 4K one to two), so the temporary
+memory is bounded (1080p, 8 frames: 200 MB) whatever the batch size. The crops are float16 on
+CUDA (half the memory of a large batch of crops; values in [0, 1] keep ~3 decimal digits) and
+float32 on the CPU.
 """
 
 from __future__ import annotations
@@ -167,7 +170,7 @@ def crop_detections(
     counts = [len(r.detections) for r in results]
     total = sum(counts)
     device = _device_of(results)
-    dtype = torch.float16 if device.type == "cuda" else torch.float32
+    dtype = torch.float16 if device.type == "cuda" else torch.float32  # of the crops
     h_out, w_out = opts.size
     if total == 0:
         return _empty(device, dtype, opts.size, 0)
@@ -200,16 +203,16 @@ def crop_detections(
         hi = torch.cat([wh, wh], 1)
         sel_boxes = torch.minimum(torch.maximum(sel_boxes, lo), hi)  # per frame: sizes may differ
     out = torch.empty((index.shape[0], 3, h_out, w_out), dtype=dtype, device=device)
-    _fill(out, results, counts, sel_frame, sel_boxes, opts, dtype)
-    out.mul_(1.0 / 255.0).clamp_(0.0, 1.0)
+    _fill(out, results, counts, sel_frame, sel_boxes, opts)
     return Crops(tensor=out, frame=sel_frame, row=sel_row, index=index, boxes=sel_boxes, total=total)
 
 
-def _fill(out, results, counts, sel_frame, sel_boxes, opts: CropOptions, dtype) -> None:
+def _fill(out, results, counts, sel_frame, sel_boxes, opts: CropOptions) -> None:
     """Run ``roi_align`` over groups of frames of one size, ``frames_per_call`` at a time, and
     write each group's crops into their rows of ``out``."""
     import torch
 
+    dtype = torch.float32  # frames and boxes (see the module docstring)
     groups: dict[tuple[int, int], list[int]] = {}
     for i, (r, n) in enumerate(zip(results, counts)):
         if n:
@@ -233,11 +236,11 @@ def _fill(out, results, counts, sel_frame, sel_boxes, opts: CropOptions, dtype) 
                 if rows.numel() == 0:
                     continue
                 rois = torch.cat([lf[rows, None].to(dtype), sel_boxes[rows].to(dtype)], 1)
-            crops = roi_align(frames, rois, opts.size)
+            crops = roi_align(frames, rois, opts.size).mul_(1.0 / 255.0).clamp_(0.0, 1.0)
             if rows is None:
                 out.copy_(crops)
             else:
-                out.index_copy_(0, rows, crops)
+                out.index_copy_(0, rows, crops.to(out.dtype))
 
 
 def _device_of(results: "Sequence[FrameResult]") -> "torch.device":
