@@ -142,7 +142,7 @@ def test_bad_models_and_options(tmp_path):
     bad = EmbedStage(lambda x: x.mean((2, 3)).repeat(2, 1), size=(8, 8))  # 2N rows for N crops
     with pytest.raises(ModelError, match="expected"):
         bad.process([_one_result()])
-    with pytest.raises(ConfigError, match="giraffe-ish"):
+    with pytest.raises(ConfigError, match="^classes: unknown class .giraffe-ish"):
         EmbedStage(classes="giraffe-ish").process([_one_result()])
 
 

@@ -74,6 +74,7 @@ def with_embed_stages(args: argparse.Namespace, stages: "Sequence[Any]" = ()) ->
     try:
         embed = EmbedStage(args.embed_model, size=args.embed_size, classes=args.embed_classes,
                            expand=args.embed_expand)  # fmt: skip
+        embed.classes_option = "--embed-classes"
         writer = EmbeddingsParquet(args.embeddings)
     except ConfigError as exc:
         raise ConfigError(f"--embeddings: {exc}") from None

@@ -57,6 +57,8 @@ class EmbedStage:
 
     name = "embed"
     needs_frames = True
+    #: how errors about ``classes`` name it (the command line sets its flag's name)
+    classes_option = "classes"
 
     def __init__(
         self,
@@ -153,13 +155,16 @@ class EmbedStage:
 
             spec = self._classes_spec
             if names:
-                classes = resolve_classes(spec if isinstance(spec, str) else list(spec), names)
+                try:
+                    classes = resolve_classes(spec if isinstance(spec, str) else list(spec), names)
+                except ConfigError as exc:
+                    raise ConfigError(f"{self.classes_option}: {exc}") from None
             else:  # a model without names: ids only
                 items = spec.split(",") if isinstance(spec, str) else list(spec)
                 try:
                     classes = tuple(int(c) for c in items)
                 except (TypeError, ValueError):
-                    raise ConfigError(f"classes={spec!r}: the model has no class names; give class ids") from None
+                    raise ConfigError(f"{self.classes_option}={spec!r}: the model has no class names; give class ids") from None
             self._crop = dataclasses.replace(self._crop, classes=classes)
         emb = load_embedder(self._model_spec, device=device, dtype=self._dtype)
         if self._mean_std is not None:
