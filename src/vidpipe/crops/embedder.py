@@ -147,8 +147,10 @@ def _load_file(path: str, dev: "torch.device", dtype: Any) -> Embedder:
     if ext == ".onnx":
         return _load_onnx(path, dev, dtype)
     if ext not in (".pt", ".pth", ".torchscript", ".pt2", ".ts", ".jit"):
-        raise ModelError(f"{path}: unknown embedding model format {ext or '(no extension)'}; use .onnx, .pt/.torchscript "
-                         "(TorchScript) or .pt2 (torch.export)")  # fmt: skip
+        raise ModelError(
+            f"{path}: unknown embedding model format {ext or '(no extension)'}; use .onnx, "
+            ".pt/.torchscript (TorchScript) or .pt2 (torch.export)"
+        )
     from vidpipe.models.backends.torchscript import archive_kind
 
     p = check_file(path, "PyTorch")

@@ -61,8 +61,8 @@ class CropOptions:
             size = (size, size)
         if not (isinstance(size, (tuple, list)) and len(size) == 2):
             raise ConfigError(f"size={self.size!r}; expected (height, width)")
-        object.__setattr__(self, "size", (int(check_range("size", size[0], low=1, high=4096, integer=True)),
-                                          int(check_range("size", size[1], low=1, high=4096, integer=True))))  # fmt: skip
+        h, w = (int(check_range("size", v, low=1, high=4096, integer=True)) for v in size)
+        object.__setattr__(self, "size", (h, w))
         check_range("expand", self.expand, low=-0.9, high=10.0)
         check_range("pad", self.pad, low=0.0, high=10_000.0)
         check_range("frames_per_call", self.frames_per_call, low=1, high=4096, integer=True)
@@ -99,7 +99,8 @@ class Crops:
 
     def __repr__(self) -> str:
         t = self.tensor
-        return f"Crops(n={len(self)} of {self.total}, tensor={tuple(t.shape)} {str(t.dtype).removeprefix('torch.')} {t.device})"
+        dtype = str(t.dtype).removeprefix("torch.")
+        return f"Crops(n={len(self)} of {self.total}, tensor={tuple(t.shape)} {dtype} {t.device})"
 
 
 def roi_align(

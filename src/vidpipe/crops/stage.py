@@ -85,7 +85,9 @@ class EmbedStage:
             raise ConfigError("mean and std go together: give both or neither")
         if mean is not None and (len(mean) != 3 or len(std) != 3 or min(std) <= 0):  # type: ignore[arg-type]
             raise ConfigError(f"mean={mean!r}, std={std!r}; expected three values each, std > 0")
-        self._mean_std = None if mean is None else (tuple(map(float, mean)), tuple(map(float, std)))  # type: ignore[arg-type]
+        self._mean_std = None
+        if mean is not None and std is not None:
+            self._mean_std = (tuple(map(float, mean)), tuple(map(float, std)))
         self._dtype = dtype
         self._embedder: "Embedder | None" = None
         self._norm: "tuple[torch.Tensor, torch.Tensor] | None" = None
@@ -164,7 +166,9 @@ class EmbedStage:
                 try:
                     classes = tuple(int(c) for c in items)
                 except (TypeError, ValueError):
-                    raise ConfigError(f"{self.classes_option}={spec!r}: the model has no class names; give class ids") from None
+                    raise ConfigError(
+                        f"{self.classes_option}={spec!r}: the model has no class names; give class ids"
+                    ) from None
             self._crop = dataclasses.replace(self._crop, classes=classes)
         emb = load_embedder(self._model_spec, device=device, dtype=self._dtype)
         if self._mean_std is not None:
@@ -195,5 +199,6 @@ class EmbedStage:
         if out.shape[1] != self.dim:
             from vidpipe.errors import ModelError
 
-            raise ModelError(f"embedding model {self._embedder.name}: {out.shape[1]} values per crop, then {self.dim}")  # type: ignore[union-attr]
+            name = self._embedder.name if self._embedder is not None else "?"
+            raise ModelError(f"embedding model {name}: {out.shape[1]} values per crop, then {self.dim}")
         return F.normalize(out, dim=1) if self.normalize else out
