@@ -47,7 +47,9 @@ class PipelineConfig:
             ``image`` (``(3, H, W)`` uint8 RGB on the run's device, at the source's size), taken
             from the decode that feeds the model (no second decode). Set by the run itself when a
             stage has ``needs_frames``. A frame lives as long as something references it (its
-            result, a view of it); memory then grows with the frames queued and in flight:
+            result, a view of it; frames decoded together share one allocation, freed with the
+            last of them), then the CUDA caching allocator reuses it; memory grows with the
+            frames queued and in flight:
             about ``(queue_depth + 2) x batch_size`` frames per open source (live:
             ``live.queue_frames``) plus those the caller keeps, 6.2 MB each at 1080p (a 1080p
             file at the defaults: up to ~6 x 32 x 6.2 MB = 1.2 GB per open source).
