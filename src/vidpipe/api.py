@@ -71,6 +71,7 @@ def detect(
     strict_gpu: bool = False,
     results_on_host: bool = False,
     stages: "Sequence[Stage]" = (),
+    keep_frames: bool = False,
     **pipeline_options: Any,
 ) -> "DetectionRun":
     """Detect objects in videos, image folders or image files.
@@ -97,6 +98,10 @@ def detect(
             device until you ask).
         stages: steps run on each stream's results, in order, before they are yielded
             (:class:`~vidpipe.stages.Stage`: tracking, lines and zones, ...).
+        keep_frames: each result carries its decoded frame in ``FrameResult.image`` (``(3, H, W)``
+            uint8 RGB on ``device``, the source's size; from the same decode, no second one);
+            automatic when a stage needs frames. Costs memory: see
+            :class:`~vidpipe.pipeline_config.PipelineConfig` (1080p: 6.2 MB a frame).
 
     Returns:
         A :class:`~vidpipe.pipeline.DetectionRun`: iterate it for one
@@ -126,6 +131,7 @@ def detect(
         end=end,
         strict_gpu=strict_gpu,
         results_on_host=results_on_host,
+        keep_frames=keep_frames,
         **pipeline_options,
     )
     specs, failed = [], []

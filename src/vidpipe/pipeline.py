@@ -23,6 +23,7 @@ Ctrl-C) ends it at once, stops the workers and joins them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import threading
@@ -83,6 +84,8 @@ class DetectionRun:
             later): it ends on :meth:`stop` or :meth:`close`.
         stages: steps after detection (:class:`~vidpipe.stages.Stage`: a tracker, line and zone
             counting, ...), run in this order on each stream's results before they are yielded.
+            When one has ``needs_frames``, the run keeps the decoded frames
+            (``config.keep_frames``, see :class:`PipelineConfig`): ``FrameResult.image``.
     """
 
     def __init__(
@@ -97,6 +100,10 @@ class DetectionRun:
     ) -> None:
         from vidpipe.stages.runner import StageRunner
 
+        self.stages = StageRunner(stages)
+        if self.stages.needs_frames and not config.keep_frames:
+            # a stage reads FrameResult.image: the sources keep the frames they decode
+            config = dataclasses.replace(config, keep_frames=True)
         self.detector = detector
         self.config = config
         self.device: "torch.device" = detector.device
@@ -122,7 +129,6 @@ class DetectionRun:
         self.stats = PipelineStats(self.device)
         self.batch_size = config.batch_size
         self.infer = Inference(detector, config, self.stats)
-        self.stages = StageRunner(stages)
         self._hub: "LiveHub | None" = None  # decoder processes of the live inputs, when used
         self._hub_failed = False
         self._live_inputs = sum(1 for s in specs if _is_live(s, config))

@@ -66,6 +66,16 @@ def _tensors(obj: Any) -> list:
     return []
 
 
+def _record_images(inp: ModelInput, stream: Any) -> None:
+    """The kept frames of a chunk (made on a worker's stream) are read on the consumer's stream
+    from now on: their memory must not be reused by the worker's stream before that is done."""
+    if inp.images is None:
+        return
+    rows = inp.images if isinstance(inp.images, tuple) else (inp.images,)
+    for t in rows:
+        t.record_stream(stream)
+
+
 class Inference:
     """The detector of a run, its CUDA-graph twin, the out-of-memory back-off and the post stream.
 
@@ -138,6 +148,7 @@ class Inference:
                 if c.ready is not None:
                     cur.wait_event(c.ready)
                 c.inp.tensor.record_stream(cur)
+                _record_images(c.inp, cur)
         inp = concat_inputs([c.inp for c in chunks])
         n = len(inp)
         timer = self.stats.time_gpu("model", n, cur) if cuda else self.stats.time("model", n)
@@ -174,7 +185,14 @@ class Inference:
                 dets = self._postprocess(job, torch)
         per_frame = dets.split(n)
         names = tuple(self.detector.names)
-        yield [FrameResult(meta=meta, detections=d, names=names) for meta, d in zip(inp.frames, per_frame)]
+        if inp.images is None:
+            yield [FrameResult(meta=meta, detections=d, names=names) for meta, d in zip(inp.frames, per_frame)]
+            return
+        # kept frames: each result holds its row (a view); the frame lives as long as it is referenced
+        yield [
+            FrameResult(meta=meta, detections=d, names=names, image=inp.images[i])
+            for i, (meta, d) in enumerate(zip(inp.frames, per_frame))
+        ]
 
     def _postprocess(self, job: "_InFlight", torch: Any):
         dets = self._runner.postprocess(job.raw, job.inp)

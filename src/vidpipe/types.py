@@ -199,6 +199,10 @@ class ModelInput:
             device as ``tensor``. Per axis because the letterbox truncates the short side (a
             640x272 frame becomes 416x176: ``sx = 0.65``, ``sy = 176 / 272 = 0.6471``).
         pad: ``(B, 2)`` float32, left and top padding in model pixels, same device as ``tensor``.
+        images: the decoded frames at the source's size, kept for later stages
+            (``PipelineConfig.keep_frames``), else ``None``: ``(B, 3, H, W)`` uint8 RGB, or a tuple of
+            ``B`` ``(3, H_i, W_i)`` uint8 tensors (frames of several sizes), on ``tensor``'s device;
+            row ``i``'s size is ``frames[i]``'s ``(height, width)``.
 
     A source point ``(x, y)`` lands at ``(x * sx + pad_x, y * sy + pad_y)``.
     """
@@ -207,6 +211,7 @@ class ModelInput:
     frames: tuple[FrameMeta, ...]
     scale: "torch.Tensor"
     pad: "torch.Tensor"
+    images: "torch.Tensor | tuple[torch.Tensor, ...] | None" = None
 
     def __post_init__(self) -> None:
         import torch
@@ -226,12 +231,45 @@ class ModelInput:
             )
         if self.scale.device != t.device or self.pad.device != t.device:
             raise ValueError("ModelInput.scale and pad must be on the tensor's device")
+        if self.images is not None:
+            self._check_images(torch)
+
+    def _check_images(self, torch: "object") -> None:
+        imgs = self.images
+        if isinstance(imgs, list):
+            imgs = tuple(imgs)
+            object.__setattr__(self, "images", imgs)
+        rows = imgs if isinstance(imgs, tuple) else None
+        if rows is None:
+            if imgs.ndim != 4 or imgs.shape[0] != len(self.frames):
+                raise ValueError(f"ModelInput.images must be ({len(self.frames)}, 3, H, W) uint8, got {_shape(imgs)}")
+            rows = imgs.unbind(0) if len(self.frames) else ()
+        elif len(rows) != len(self.frames):
+            raise ValueError(f"ModelInput.images has {len(rows)} frames but {len(self.frames)} FrameMeta")
+        for img, m in zip(rows, self.frames):
+            if img.ndim != 3 or img.shape[0] != 3 or img.dtype != torch.uint8:  # type: ignore[attr-defined]
+                raise ValueError(f"ModelInput.images rows must be (3, H, W) uint8, got {_shape(img)}")
+            if (img.shape[1], img.shape[2]) != (m.height, m.width):
+                raise ValueError(
+                    f"ModelInput.images row is {img.shape[1]}x{img.shape[2]} but its frame is {m.height}x{m.width}"
+                )
+            if img.device != self.tensor.device:
+                raise ValueError(f"ModelInput.images is on {img.device} but tensor on {self.tensor.device}")
+            if not isinstance(imgs, tuple):
+                break  # one tensor: one shape, one device
+
+    def image(self, i: int) -> "torch.Tensor | None":
+        """Row ``i`` of :attr:`images` (a view, no copy), or ``None`` when frames are not kept."""
+        if self.images is None:
+            return None
+        return self.images[i]
 
     def __len__(self) -> int:
         return len(self.frames)
 
     def __repr__(self) -> str:
-        return f"ModelInput(tensor={_shape(self.tensor)}, frames={len(self.frames)})"
+        kept = "" if self.images is None else ", images kept"
+        return f"ModelInput(tensor={_shape(self.tensor)}, frames={len(self.frames)}{kept})"
 
 
 @dataclass(frozen=True, repr=False)

@@ -62,9 +62,10 @@ def split_input(inp: "ModelInput", m: int) -> "tuple[ModelInput, ModelInput]":
     """``inp``'s first ``m`` rows and the others (views: no copy), ``0 < m < len(inp)``."""
     from vidpipe.types import ModelInput
 
+    kept = inp.images  # kept frames (a tensor or a tuple): sliced alike, views too
     return (
-        ModelInput(inp.tensor[:m], inp.frames[:m], inp.scale[:m], inp.pad[:m]),
-        ModelInput(inp.tensor[m:], inp.frames[m:], inp.scale[m:], inp.pad[m:]),
+        ModelInput(inp.tensor[:m], inp.frames[:m], inp.scale[:m], inp.pad[:m], None if kept is None else kept[:m]),
+        ModelInput(inp.tensor[m:], inp.frames[m:], inp.scale[m:], inp.pad[m:], None if kept is None else kept[m:]),
     )
 
 

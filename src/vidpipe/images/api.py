@@ -32,6 +32,7 @@ def load(
     recursive: bool = True,
     prefetch: int = 2,
     stream_id: int = 0,
+    keep_images: bool = False,
 ) -> ImageLoader:
     """Load image files as batches of tensors on ``device``, in listing order.
 
@@ -59,6 +60,10 @@ def load(
         recursive: search sub-folders of a folder input.
         prefetch: batches assembled ahead on a background thread (0: assemble in the caller's thread).
         stream_id: copied into each batch's ``FrameMeta.stream_id``.
+        keep_images: each batch also carries its decoded images at their source size
+            (``batch.images``: ``(3, h_i, w_i)`` uint8, EXIF-oriented, on ``device``; for crops of
+            the detections). Images decoded on the CPU are then decoded at full size (no
+            reduced-scale JPEG decoding) and resized with the others.
 
     Returns:
         An :class:`ImageLoader`: iterate it for :class:`ImageBatch` objects; bad files (missing,
@@ -100,4 +105,5 @@ def load(
         decoder_desc=desc,
         prefetch=int(prefetch),
         stream_id=stream_id,
+        keep_images=bool(keep_images),
     )

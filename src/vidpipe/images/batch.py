@@ -57,6 +57,9 @@ class ImageBatch:
         skipped: files skipped while this batch was assembled (progress = ``len + len(skipped)``).
         mode: the resize mode that produced ``data``.
         stream_id: the run's source number, copied into :attr:`frames`.
+        images: with ``keep_images``: each row's decoded image at its source size, ``(3, h_i,
+            w_i)`` uint8 RGB, EXIF orientation applied (the coordinate system of ``sizes``), on
+            the batch's device; else ``None``.
     """
 
     data: torch.Tensor | tuple[torch.Tensor, ...]
@@ -68,6 +71,7 @@ class ImageBatch:
     skipped: tuple[SkippedImage, ...] = ()
     mode: ResizeMode = "letterbox"
     stream_id: int = 0
+    images: tuple[torch.Tensor, ...] | None = None
 
     def __post_init__(self) -> None:
         b = len(self.paths)
@@ -80,6 +84,8 @@ class ImageBatch:
             raise ValueError(f"ImageBatch.data must be ({b}, 3, H, W), got {tuple(self.data.shape)}")
         if tuple(self.scale.shape) != (b, 2) or tuple(self.pad.shape) != (b, 2):
             raise ValueError(f"ImageBatch.scale and pad must be ({b}, 2)")
+        if self.images is not None and len(self.images) != b:
+            raise ValueError(f"ImageBatch.images must hold {b} images, got {len(self.images)}")
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -107,7 +113,7 @@ class ImageBatch:
                 "ImageBatch.to_model_input() needs mode='letterbox' and dtype 'fp16' or 'fp32' "
                 f"(got mode={self.mode!r}); load the images with those options"
             )
-        return ModelInput(tensor=self.data, frames=self.frames, scale=self.scale, pad=self.pad)
+        return ModelInput(tensor=self.data, frames=self.frames, scale=self.scale, pad=self.pad, images=self.images)
 
     def __repr__(self) -> str:
         if isinstance(self.data, tuple):

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
-from vidpipe.errors import SourceError
+from vidpipe.errors import ConfigError, SourceError
 from vidpipe.images.batch import ImageBatch, SkippedImage
 from vidpipe.images.decode_cpu import decode_cpu, error_text, quiet_torchvision_deprecation
 from vidpipe.images.formats import ImageFormatError
@@ -109,7 +109,11 @@ class ImageLoader:
         stream_id: int = 0,
         on_skip: Callable[[SkippedImage], None] | None = None,
         totals: LoaderStats | None = None,
+        keep_images: bool = False,
     ) -> None:
+        if keep_images and cache is not None:
+            raise ConfigError("keep_images cannot be used with an image cache (it holds resized images only)")
+        self.keep_images = bool(keep_images)
         self.paths = list(paths)
         self.cfg = cfg
         self.batch_size = batch_size
@@ -162,7 +166,8 @@ class ImageLoader:
         opts = ReadOptions(
             gpu_jpeg=self._gpu is not None,
             max_pixels=cfg.max_pixels,
-            target=None if cfg.size is None else (cfg.size, cfg.mode),
+            # keep_images: CPU decodes stay at full size (kept), resized with the GPU-decoded ones
+            target=None if cfg.size is None or self.keep_images else (cfg.size, cfg.mode),
         )
         cache = self._cache
         ahead = max(_DECODE_AHEAD, int(getattr(self._gpu, "concurrency", 1))) if self._gpu is not None else 0
@@ -283,6 +288,7 @@ class ImageLoader:
         if not rows:
             return None, carried + skipped
         data, scale, pad = self._resize(rows, fresh)
+        kept = self._kept(rows, fresh) if self.keep_images else None
         if decoded and cfg.device.type == "cuda":
             self._hold_until_used(list(decoded.values()))
             self._release_held(keep=_HELD_BATCHES)
@@ -297,8 +303,24 @@ class ImageLoader:
             skipped=tuple(carried + skipped),
             mode=cfg.mode,  # type: ignore[arg-type]
             stream_id=self.stream_id,
+            images=kept,
         )
         return batch, []
+
+    def _kept(self, rows, fresh) -> tuple[torch.Tensor, ...]:
+        """The rows' decoded images, oriented, at their source size (``keep_images``). On CUDA a
+        copy made on this (the assembling) stream: the GPU decoder's own outputs are released as
+        soon as their resize has run (see :meth:`_hold_until_used`)."""
+        import torch
+
+        from vidpipe.images.decode_cpu import apply_orientation
+
+        out = []
+        for index, _path, _size, _cached in rows:
+            img, orientation = fresh[index]
+            img = apply_orientation(img, orientation)
+            out.append(img.clone(memory_format=torch.contiguous_format) if img.is_cuda else img.contiguous())
+        return tuple(out)
 
     def _resize(self, rows, fresh):
         import torch
@@ -479,5 +501,5 @@ def _adopt(batch: ImageBatch, ready) -> None:
     stream = torch.cuda.current_stream(batch.device)
     stream.wait_event(ready)
     tensors = [*batch.data] if isinstance(batch.data, tuple) else [batch.data]
-    for t in (*tensors, batch.scale, batch.pad):
+    for t in (*tensors, *(batch.images or ()), batch.scale, batch.pad):
         t.record_stream(stream)

@@ -23,6 +23,7 @@ def preprocess(
     size: tuple[int, int],
     dtype: "torch.dtype",
     device: "torch.device",
+    keep_frames: bool = False,
 ) -> ModelInput:
     """Turn a :class:`FrameBatch` into a letterboxed :class:`ModelInput` on ``device``.
 
@@ -31,35 +32,48 @@ def preprocess(
         size: ``(H, W)`` of the model input.
         dtype: float dtype of the output tensor (float16 on CUDA, float32 on CPU typically).
         device: where the output lives; CPU batches bound for CUDA are copied asynchronously.
+        keep_frames: also return the frames at the source's size, ``(B, 3, H, W)`` uint8 RGB on
+            ``device``, in ``ModelInput.images``, from this same decode: an RGB batch uploaded
+            to ``device`` is kept as uploaded (no copy), an RGB batch already there is copied
+            once (decoders recycle their buffers), an NV12/P010 batch is converted at full size
+            with the colour conversion the model input gets (:func:`~vidpipe.ops.fused.nv12_to_rgb`,
+            bit-exact with PyAV's ``rgb24`` for 8-bit frames), on the current CUDA stream.
 
     Returns:
         ``ModelInput`` with ``tensor`` ``(B, 3, H, W)`` in [0, 1], per-frame ``scale`` ``(B, 2)``
-        (``sx, sy`` of the resized image) and ``pad`` ``(B, 2)``.
+        (``sx, sy`` of the resized image), ``pad`` ``(B, 2)`` and ``images`` (``None`` unless
+        ``keep_frames``).
     """
     import torch
 
     device = torch.device(device)
     if device.type == "cuda" and device.index is None:  # "cuda" means the current CUDA device
         device = torch.device("cuda", torch.cuda.current_device())
+    images = None
     if batch.format == "rgb":
         data = batch.data
         if data.device != device:
             if data.device.type == "cpu" and device.type == "cuda" and not data.is_pinned():
                 data = data.pin_memory()
             data = data.to(device, non_blocking=True)
+            images = data if keep_frames else None  # fresh memory of this batch alone
+        elif keep_frames:
+            images = data.clone(memory_format=torch.contiguous_format)  # the decoder reuses its buffers
         tensor, geo = letterbox(data, size, dtype=dtype)
     else:
-        from vidpipe.ops.fused import yuv_letterbox
+        from vidpipe.ops.fused import nv12_to_rgb, yuv_letterbox
 
         if batch.device != device:
             raise ValueError(f"{batch.format} frames on {batch.device} cannot feed a model on {device}")
         tensor, geo = yuv_letterbox(batch, size, dtype=dtype)
+        if keep_frames:
+            images = nv12_to_rgb(batch)
     # Per axis, from the real resized size (Darknet truncates the short side: 640x272 -> 416x176
     # is 0.65 along x but 0.6471 along y), as Darknet's correct_yolo_boxes maps boxes back.
     scale, pad = _geometry_tensors(
         len(batch), (float(geo.sx), float(geo.sy)), (float(geo.pad_x), float(geo.pad_y)), device
     )
-    return ModelInput(tensor=tensor, frames=batch.frames, scale=scale, pad=pad)
+    return ModelInput(tensor=tensor, frames=batch.frames, scale=scale, pad=pad, images=images)
 
 
 _geometry_cache: dict[tuple, "tuple[torch.Tensor, torch.Tensor]"] = {}
@@ -88,14 +102,21 @@ def _geometry_tensors(
 
 
 def concat_inputs(parts: "list[ModelInput]") -> ModelInput:
-    """Join model inputs of the same size (e.g. chunks from several sources) into one batch."""
+    """Join model inputs of the same size (e.g. chunks from several sources) into one batch.
+
+    Kept frames (``images``) are not copied: the result holds a tuple of per-frame views (the
+    sources' frames may differ in size); ``None`` unless every part kept its frames."""
     import torch
 
     if len(parts) == 1:
         return parts[0]
+    images = None
+    if all(p.images is not None for p in parts):
+        images = tuple(img for p in parts for img in p.images)  # type: ignore[union-attr]
     return ModelInput(
         tensor=torch.cat([p.tensor for p in parts]),
         frames=tuple(f for p in parts for f in p.frames),
         scale=torch.cat([p.scale for p in parts]),
         pad=torch.cat([p.pad for p in parts]),
+        images=images,
     )

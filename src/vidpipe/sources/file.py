@@ -46,7 +46,7 @@ class FileSource:
 
         def to_input(fb: Any) -> "ModelInput":
             size = canvas_size(fb.height, fb.width, detector.input_size, stride=info.stride, mode=mode)
-            return preprocess(fb, size=size, dtype=detector.dtype, device=device)
+            return preprocess(fb, size=size, dtype=detector.dtype, device=device, keep_frames=config.keep_frames)
 
         with open_decoder(
             self.spec.location,

@@ -48,6 +48,7 @@ class ImageSource:
             mode="letterbox",
             dtype=detector.dtype,
             stream_id=state.stream_id,
+            keep_images=ctx.config.keep_frames,
         )
         state.decoder, state.decoder_reason = loader.decoder_name, loader.decoder
         state.expected_frames = loader.total

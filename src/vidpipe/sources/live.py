@@ -360,7 +360,9 @@ def _preprocessor(ctx: "SourceContext") -> Any:
 
     def to_input(fb: Any) -> Any:
         size = canvas_size(fb.height, fb.width, detector.input_size, stride=info.stride, mode=mode)
-        return preprocess(fb, size=size, dtype=detector.dtype, device=detector.device)
+        return preprocess(
+            fb, size=size, dtype=detector.dtype, device=detector.device, keep_frames=config.keep_frames
+        )
 
     return to_input
 

@@ -256,6 +256,10 @@ def hub_processes(config: "PipelineConfig", device: "torch.device", live_inputs:
     """How many decoder processes a run with ``live_inputs`` live inputs should give them
     (``0``: none, threads in the run's process); see ``LiveOptions.processes``."""
     n = config.live.processes
+    if getattr(config, "keep_frames", False):
+        if n:
+            logger.info("live streams run in threads: kept frames (keep_frames) do not come back from decoder processes")
+        return 0
     if n is not None:
         return n
     if device.type != "cuda" or live_inputs < THRESHOLD:
