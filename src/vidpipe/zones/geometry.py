@@ -159,20 +159,32 @@ def segments_cross(p: np.ndarray, q: np.ndarray, segs: np.ndarray) -> np.ndarray
     return np.isfinite(u) & (u >= -1e-9) & (u <= 1 + 1e-9)
 
 
+def zone_edges(zones: "tuple[Zone, ...] | list[Zone]") -> tuple[np.ndarray, np.ndarray]:
+    """All edges of ``zones`` stacked, ``(E, 4)`` ``x1, y1, x2, y2``, and the index of each
+    zone's first edge ``(Z,)`` (for :func:`points_in_edges`)."""
+    if not zones:
+        return np.zeros((0, 4)), np.zeros(0, dtype=np.int64)
+    edges = np.concatenate([z._edges for z in zones])
+    starts = np.cumsum([0] + [len(z._edges) for z in zones[:-1]]).astype(np.int64)
+    return edges, starts
+
+
+def points_in_edges(points: np.ndarray, edges: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """``(N, 2)`` points -> ``(N, Z)`` bool, inside each polygon of :func:`zone_edges` (even-odd
+    rule, all zones in one pass; a point exactly on an edge may fall either way)."""
+    n = points.shape[0]
+    if n == 0 or not len(starts):
+        return np.zeros((n, len(starts)), dtype=bool)
+    px, py = points[:, 0:1], points[:, 1:2]  # (N, 1)
+    x1, y1, x2, y2 = edges[:, 0][None], edges[:, 1][None], edges[:, 2][None], edges[:, 3][None]
+    straddles = (y1 > py) != (y2 > py)  # (N, E)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x_at = x1 + (py - y1) * (x2 - x1) / (y2 - y1)
+    hits = (straddles & (px < x_at)).view(np.int8)
+    return (np.add.reduceat(hits, starts, axis=1) & 1).astype(bool)
+
+
 def points_in_zones(points: np.ndarray, zones: "tuple[Zone, ...] | list[Zone]") -> np.ndarray:
     """``(N, 2)`` points -> ``(N, Z)`` bool, inside each zone (even-odd rule; a point exactly on
     an edge may fall either way)."""
-    n = points.shape[0]
-    out = np.zeros((n, len(zones)), dtype=bool)
-    if n == 0:
-        return out
-    px, py = points[:, 0:1], points[:, 1:2]  # (N, 1)
-    for j, z in enumerate(zones):
-        e = z._edges  # (E, 4): x1, y1, x2, y2
-        x1, y1, x2, y2 = e[:, 0][None], e[:, 1][None], e[:, 2][None], e[:, 3][None]
-        straddles = (y1 > py) != (y2 > py)  # (N, E)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            x_at = x1 + (py - y1) * (x2 - x1) / (y2 - y1)
-        hits = straddles & (px < x_at)
-        out[:, j] = (np.count_nonzero(hits, axis=1) & 1).astype(bool)
-    return out
+    return points_in_edges(points, *zone_edges(zones))

@@ -226,12 +226,24 @@ class Zones:
         (the same per stream id, with its ``source``) when there are several. Dwell statistics
         cover every visit, those still open counted up to their last observation inside."""
         with self._lock:
+            self._refresh()
             return build_report(self._counts, anchor=self.anchor)
 
     def snapshot(self) -> dict[int, StreamCounts]:
         """A copy of each stream's counts (for the metrics endpoint; thread-safe)."""
         with self._lock:
+            self._refresh()
             return {sid: c.copy() for sid, c in self._counts.items()}
+
+    def _refresh(self) -> None:
+        """Occupancy and open visits of the counts, from the streams' states (under the lock)."""
+        for st in self._streams.values():
+            names = [z.name for z in st.zs.zones]
+            st.counts.occupancy = dict(zip(names, st.zones.occupancy().tolist()))
+            open_: dict[str, list[float]] = {}
+            for z, d in st.zones.open_dwell():
+                open_.setdefault(names[z], []).append(d)
+            st.counts.open_dwell = open_
 
     def close(self) -> None:
         pass  # state stays readable: the run's summary asks for the report after closing
@@ -294,16 +306,6 @@ class Zones:
                 elif kind == "leave":
                     st.counts.leave(zone, dwell)
                 events.append(made(kind, zone, int(tids[row]), c, dwell_s=None if kind == "enter" else dwell))
-        if st.zs.zones:
-            occ = st.zones.occupancy()
-            st.counts.occupancy = {z.name: int(n) for z, n in zip(st.zs.zones, occ.tolist())}
-            r_, c_ = np.nonzero(st.zones.inside)
-            open_: dict[str, list[float]] = {}
-            if len(r_):
-                dw = st.zones.last_in[r_, c_] - st.zones.start[r_, c_]
-                for z, d in zip(c_.tolist(), dw.tolist()):
-                    open_.setdefault(st.zs.zones[z].name, []).append(d)
-            st.counts.open_dwell = open_
         return events
 
 

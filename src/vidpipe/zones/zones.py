@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vidpipe.zones.geometry import Zone, points_in_zones
+from vidpipe.zones.geometry import Zone, points_in_edges, zone_edges
 
 __all__ = ["ZoneState", "ZoneChange"]
 
@@ -43,6 +43,7 @@ class ZoneState:
     def __init__(self, zones: "tuple[Zone, ...]", hysteresis: int) -> None:
         self.zones = zones
         self.hysteresis = hysteresis
+        self.edges, self.starts = zone_edges(zones)
         self.thresholds = np.array([z.dwell if z.dwell is not None else np.inf for z in zones], dtype=np.float64)
         n = len(zones)
         self.inside = np.zeros((0, n), dtype=bool)
@@ -68,12 +69,17 @@ class ZoneState:
         """``(Z,)`` int64: tracks in each zone now."""
         return np.count_nonzero(self.inside, axis=0).astype(np.int64)
 
+    def open_dwell(self) -> list[tuple[int, float]]:
+        """``(zone index, dwell so far)`` of every visit still open."""
+        r, c = np.nonzero(self.inside)
+        return list(zip(c.tolist(), (self.last_in[r, c] - self.start[r, c]).tolist()))
+
     def update(self, slots: np.ndarray, points: np.ndarray, applies: np.ndarray, t: float) -> list[ZoneChange]:
         """One frame at time ``t``: ``slots`` ``(n,)``, anchor ``points`` ``(n, 2)``, ``applies``
         ``(n, Z)``. Returns enters, leaves and dwells, ``(kind, row, zone index, dwell_s)``."""
         if not len(self.zones) or not len(slots):
             return []
-        now_in = points_in_zones(points, self.zones)  # (n, Z)
+        now_in = points_in_edges(points, self.edges, self.starts)  # (n, Z)
         was = self.inside[slots]
         pend = self.pending[slots].astype(np.int32)
         agree = applies & (now_in == was)
