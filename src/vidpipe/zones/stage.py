@@ -49,12 +49,16 @@ NO_TRACKS = (
 
 @dataclass(frozen=True)
 class ZoneSet:
-    """The lines and zones of one stream (all streams share one unless ``per_stream`` says)."""
+    """The lines and zones of one stream (all streams share one unless ``per_stream`` says);
+    ``anchor``: this stream's, else the stage's. An empty set: the stream is passed through."""
 
     lines: tuple[Line, ...] = ()
     zones: tuple[Zone, ...] = ()
+    anchor: str | None = None
 
     def __post_init__(self) -> None:
+        if self.anchor is not None:
+            check_choice("anchor", self.anchor, tuple(ANCHORS))
         object.__setattr__(self, "lines", tuple(self.lines))
         object.__setattr__(self, "zones", tuple(self.zones))
         for kind, items, cls in (("lines", self.lines, Line), ("zones", self.zones, Zone)):
@@ -65,6 +69,9 @@ class ZoneSet:
                 if item.name in seen:
                     raise ConfigError(f"{kind}: two are named {item.name!r}; names must be unique")
                 seen.add(item.name)
+
+
+_NOTHING = ZoneSet()
 
 
 def stream_time(meta: "FrameMeta", fps: float) -> float:
@@ -100,8 +107,9 @@ def _class_ids(owner: str, classes: tuple[str | int, ...], names: tuple[str, ...
 class _Stream:
     """The state of one stream: track slots, line and zone states, class filters."""
 
-    def __init__(self, zs: ZoneSet, hysteresis: int, counts: StreamCounts) -> None:
+    def __init__(self, zs: ZoneSet, anchor: str, hysteresis: int, counts: StreamCounts) -> None:
         self.zs = zs
+        self.anchor = zs.anchor or anchor
         self.lines = LineState(zs.lines, hysteresis)
         self.zones = ZoneState(zs.zones, hysteresis)
         self.slots = TrackSlots(self._grow)
@@ -195,13 +203,14 @@ class Zones:
         self.fps = float(fps)
         self._per_stream = per_stream.get if isinstance(per_stream, Mapping) else per_stream
         self._streams: dict[int, _Stream] = {}
+        self._sets: dict[int, ZoneSet] = {}
         self._counts: dict[int, StreamCounts] = {}
         self._lock = threading.Lock()  # counts are read by the metrics endpoint's thread
 
     # ------------------------------------------------------------------ Stage
     def process(self, results: "Sequence[FrameResult]") -> "Sequence[FrameResult]":
-        if not results:
-            return results
+        if not results or self._zoneset(results[0].meta.stream_id) is _NOTHING:
+            return results  # a stream without lines or zones (a camera of vidpipe serve)
         arrays = _host_arrays(results)
         wall = time.time()
         out = []
@@ -214,6 +223,7 @@ class Zones:
     def reset(self, stream_id: int) -> None:
         with self._lock:
             self._streams.pop(stream_id, None)
+            self._sets.pop(stream_id, None)
             counts = self._counts.get(stream_id)
             if counts is not None:
                 counts.occupancy = dict.fromkeys(counts.occupancy, 0)
@@ -249,11 +259,20 @@ class Zones:
         pass  # state stays readable: the run's summary asks for the report after closing
 
     # ------------------------------------------------------------------ one frame
+    def _zoneset(self, stream_id: int) -> ZoneSet:
+        zs = self._sets.get(stream_id)
+        if zs is None:
+            zs = self._per_stream(stream_id) if self._per_stream is not None else None
+            zs = zs if zs is not None else self.default
+            if not (zs.lines or zs.zones):
+                zs = _NOTHING
+            self._sets[stream_id] = zs
+        return zs
+
     def _stream(self, meta: "FrameMeta") -> _Stream:
         st = self._streams.get(meta.stream_id)
         if st is None:
-            zs = self._per_stream(meta.stream_id) if self._per_stream is not None else None
-            zs = zs if zs is not None else self.default
+            zs = self._zoneset(meta.stream_id)
             counts = self._counts.get(meta.stream_id)
             if counts is None:
                 from vidpipe.sources.redact import redact_text
@@ -261,7 +280,7 @@ class Zones:
                 counts = self._counts[meta.stream_id] = StreamCounts(redact_text(meta.source))
             counts.line_names = tuple(ln.name for ln in zs.lines)
             counts.zone_names = tuple(z.name for z in zs.zones)
-            st = self._streams[meta.stream_id] = _Stream(zs, self.hysteresis, counts)
+            st = self._streams[meta.stream_id] = _Stream(zs, self.anchor, self.hysteresis, counts)
         return st
 
     def _frame(self, r: "FrameResult", boxes: np.ndarray, cls: np.ndarray, tids: np.ndarray,
@@ -291,7 +310,7 @@ class Zones:
                 boxes, cls, tids = boxes[first], cls[first], tids[first]
         if len(tids):
             slots = st.slots.lookup(tids, cls, t)
-            points = anchor_points(boxes, self.anchor)
+            points = anchor_points(boxes, st.anchor)
             for row, li, direction in st.lines.update(slots, points, st.applies(st.line_filter, cls)):
                 d = "in" if direction > 0 else "out"
                 line = st.zs.lines[li].name
