@@ -132,3 +132,17 @@ def test_gpu_detections_give_the_same_events_with_one_copy():
     strip = lambda evs: [(e.kind, e.name, e.frame, e.track_id, e.direction) for e in evs]  # noqa: E731
     assert strip(events(gpu)) == strip(events(cpu)) and len(events(cpu)) >= 20
     torch.cuda.synchronize()
+
+
+def test_clock_falls_back_to_pts_then_index_over_fps_and_duplicate_ids_count_once():
+    from vidpipe.zones.stage import stream_time
+
+    f = frame(7, [], pts=None)
+    assert stream_time(f.meta, 25.0) == pytest.approx(7 / 25)
+    assert stream_time(frame(7, [], pts=3.5).meta, 25.0) == 3.5
+    assert stream_time(frame(7, [], pts=3.5, mono=100.0).meta, 25.0) == 100.0
+    # an image folder (no pts) at the assumed 5 fps: a 2 s dwell is 10 frames
+    zones = Zones(zones=[Zone("bay", BAY.points, dwell=2.0)], hysteresis=1, fps=5.0)
+    out = zones.process([frame(i, [(1, 0, 200, 200), (1, 0, 210, 210)], pts=None) for i in range(12)])
+    assert [(e.frame, e.kind) for e in events(out)] == [(0, "enter"), (10, "dwell")]
+    assert zones.report()["zones"]["bay"]["entries"] == 1

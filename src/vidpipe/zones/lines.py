@@ -56,9 +56,11 @@ class LineState:
         self.pending[slots] = 0
         self.valid[slots] = False
 
-    def update(self, slots: np.ndarray, points: np.ndarray, applies: np.ndarray) -> list[tuple[int, int, int]]:
-        """One frame: ``slots`` ``(n,)`` of its tracks, their anchor ``points`` ``(n, 2)``, and
-        ``applies`` ``(n, L)`` (the line counts the detection's class).
+    def update(self, slots: np.ndarray, points: np.ndarray, sides: np.ndarray | None,
+               applies: np.ndarray) -> list[tuple[int, int, int]]:
+        """One frame: ``slots`` ``(n,)`` of its tracks, their anchor ``points`` ``(n, 2)``, their
+        ``sides`` ``(n, L)`` (:func:`~vidpipe.zones.geometry.line_sides`; ``None``: computed
+        here), and ``applies`` ``(n, L)`` (the line counts the detection's class).
 
         Returns:
             The crossings, ``(row, line index, direction)`` with direction +1 (in) or -1 (out),
@@ -66,7 +68,7 @@ class LineState:
         """
         if not len(self.lines) or not len(slots):
             return []
-        s = line_sides(points, self.segs)  # (n, L)
+        s = line_sides(points, self.segs) if sides is None else sides  # (n, L)
         cur = self.side[slots]
         pend = self.pending[slots].astype(np.int32)
         obs = (s != 0) & applies

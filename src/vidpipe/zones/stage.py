@@ -29,7 +29,7 @@ import numpy as np
 from vidpipe._validate import check_choice, check_range
 from vidpipe.errors import ConfigError
 from vidpipe.zones.counts import StreamCounts, build_report
-from vidpipe.zones.geometry import ANCHORS, Line, Zone, anchor_points
+from vidpipe.zones.geometry import ANCHORS, Line, Zone, anchor_points, line_sides, points_in_edges
 from vidpipe.zones.lines import LineState
 from vidpipe.zones.tracks import TrackSlots
 from vidpipe.zones.zones import ZoneState
@@ -215,8 +215,18 @@ class Zones:
         wall = time.time()
         out = []
         with self._lock:
-            for r, (boxes, cls, tids) in zip(results, arrays):
-                events = self._frame(r, boxes, cls, tids, wall)
+            st = self._stream(results[0].meta)
+            # the geometry of every detection of the call in one pass; the state per frame
+            boxes = np.concatenate([a[0] for a in arrays]) if len(arrays) > 1 else arrays[0][0]
+            points = anchor_points(boxes, st.anchor)
+            sides = line_sides(points, st.lines.segs) if st.zs.lines else None
+            inside = points_in_edges(points, st.zones.edges, st.zones.starts) if st.zs.zones else None
+            at = 0
+            for r, (b, cls, tids) in zip(results, arrays):
+                rows = slice(at, at + len(b))
+                at += len(b)
+                events = self._frame(r, st, cls, tids, points[rows], None if sides is None else sides[rows],
+                                     None if inside is None else inside[rows], wall)
                 out.append(dataclasses.replace(r, events=r.events + tuple(events)) if events else r)
         return out
 
@@ -283,10 +293,9 @@ class Zones:
             st = self._streams[meta.stream_id] = _Stream(zs, self.anchor, self.hysteresis, counts)
         return st
 
-    def _frame(self, r: "FrameResult", boxes: np.ndarray, cls: np.ndarray, tids: np.ndarray,
-               wall: float) -> "list[Event]":
+    def _frame(self, r: "FrameResult", st: _Stream, cls: np.ndarray, tids: np.ndarray, points: np.ndarray,
+               sides: np.ndarray | None, inside: np.ndarray | None, wall: float) -> "list[Event]":
         meta = r.meta
-        st = self._stream(meta)
         st.filters(tuple(r.names))
         t = stream_time(meta, self.fps)
         made = _EventMaker(r, st.counts.source, wall)
@@ -301,23 +310,25 @@ class Zones:
             st.lines.clear(stale)
             st.slots.release(stale)
         keep = tids >= 0
-        if not keep.all():
-            boxes, cls, tids = boxes[keep], cls[keep], tids[keep]
-        if len(tids) > 1:
-            _, first = np.unique(tids, return_index=True)  # one row per track (the first)
-            if len(first) != len(tids):
-                first.sort()
-                boxes, cls, tids = boxes[first], cls[first], tids[first]
+        if len(tids) > 1 or not keep.all():
+            rows = np.flatnonzero(keep)
+            if len(rows) > 1:
+                _, first = np.unique(tids[rows], return_index=True)  # one row per track (the first)
+                if len(first) != len(rows):
+                    rows = rows[np.sort(first)]
+            if len(rows) != len(tids):
+                cls, tids, points = cls[rows], tids[rows], points[rows]
+                sides = None if sides is None else sides[rows]
+                inside = None if inside is None else inside[rows]
         if len(tids):
             slots = st.slots.lookup(tids, cls, t)
-            points = anchor_points(boxes, st.anchor)
-            for row, li, direction in st.lines.update(slots, points, st.applies(st.line_filter, cls)):
+            for row, li, direction in st.lines.update(slots, points, sides, st.applies(st.line_filter, cls)):
                 d = "in" if direction > 0 else "out"
                 line = st.zs.lines[li].name
                 c = int(cls[row])
                 st.counts.cross(line, made.class_name(c), d)
                 events.append(made("cross", line, int(tids[row]), c, direction=d))
-            for kind, row, z, dwell in st.zones.update(slots, points, st.applies(st.zone_filter, cls), t):
+            for kind, row, z, dwell in st.zones.update(slots, inside, st.applies(st.zone_filter, cls), t):
                 zone = st.zs.zones[z].name
                 c = int(cls[row])
                 if kind == "enter":

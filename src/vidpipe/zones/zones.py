@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vidpipe.zones.geometry import Zone, points_in_edges, zone_edges
+from vidpipe.zones.geometry import Zone, zone_edges
 
 __all__ = ["ZoneState", "ZoneChange"]
 
@@ -74,12 +74,13 @@ class ZoneState:
         r, c = np.nonzero(self.inside)
         return list(zip(c.tolist(), (self.last_in[r, c] - self.start[r, c]).tolist()))
 
-    def update(self, slots: np.ndarray, points: np.ndarray, applies: np.ndarray, t: float) -> list[ZoneChange]:
-        """One frame at time ``t``: ``slots`` ``(n,)``, anchor ``points`` ``(n, 2)``, ``applies``
-        ``(n, Z)``. Returns enters, leaves and dwells, ``(kind, row, zone index, dwell_s)``."""
+    def update(self, slots: np.ndarray, inside: np.ndarray, applies: np.ndarray, t: float) -> list[ZoneChange]:
+        """One frame at time ``t``: ``slots`` ``(n,)``, whether each anchor is ``inside`` each zone
+        ``(n, Z)`` (:func:`~vidpipe.zones.geometry.points_in_edges`), ``applies`` ``(n, Z)``.
+        Returns enters, leaves and dwells, ``(kind, row, zone index, dwell_s)``."""
         if not len(self.zones) or not len(slots):
             return []
-        now_in = points_in_edges(points, self.edges, self.starts)  # (n, Z)
+        now_in = inside
         was = self.inside[slots]
         pend = self.pending[slots].astype(np.int32)
         agree = applies & (now_in == was)
