@@ -146,3 +146,17 @@ def test_clock_falls_back_to_pts_then_index_over_fps_and_duplicate_ids_count_onc
     out = zones.process([frame(i, [(1, 0, 200, 200), (1, 0, 210, 210)], pts=None) for i in range(12)])
     assert [(e.frame, e.kind) for e in events(out)] == [(0, "enter"), (10, "dwell")]
     assert zones.report()["zones"]["bay"]["entries"] == 1
+
+
+def test_the_packed_copy_gives_the_same_arrays_as_the_views():
+    """The GPU path (one packed copy per call), run on CPU tensors: same rows, dtypes, order."""
+    from vidpipe.zones.stage import _host_arrays
+
+    frames = [frame(i, [(t, t % 3, 100.25 + 7 * t, 150.5 + i) for t in range(i % 5)] + [(-1, 2, 3.0, 4.0)] * (i % 2))
+              for i in range(9)] + [frame(9, [], tracked=False)]
+    views, packed = _host_arrays(frames), _host_arrays(frames, pack=True)
+    assert len(views) == len(packed) == 10
+    for (b1, c1, t1), (b2, c2, t2) in zip(views, packed):
+        np.testing.assert_array_equal(b1, b2)
+        assert c2.dtype == t2.dtype == np.int64
+        assert c1.tolist() == c2.tolist() and t1.tolist() == t2.tolist()

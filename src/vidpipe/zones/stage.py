@@ -361,14 +361,18 @@ class _EventMaker:
                      class_name=self.class_name(class_id), direction=direction, dwell_s=dwell_s)  # type: ignore[arg-type]
 
 
-def _host_arrays(results: "Sequence[FrameResult]") -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def _host_arrays(results: "Sequence[FrameResult]", *, pack: bool | None = None,
+                 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per result ``(boxes (n, 4) float, class ids (n,) int64, track ids (n,) int64)`` on the
-    host: views of CPU tensors, or one packed copy for all the results on a GPU."""
+    host: views of CPU tensors, or (``pack``, default: any result on a GPU) one packed copy of
+    all the results' rows, one device synchronisation per call."""
     dets = [r.detections for r in results]
     for d in dets:
         if d.track_ids is None and len(d):
             raise ConfigError(NO_TRACKS)
-    if all(d.device.type == "cpu" for d in dets):
+    if pack is None:
+        pack = any(d.device.type != "cpu" for d in dets)
+    if not pack:
         out = []
         for d in dets:
             if d.track_ids is None:
