@@ -160,3 +160,12 @@ def test_the_packed_copy_gives_the_same_arrays_as_the_views():
         np.testing.assert_array_equal(b1, b2)
         assert c2.dtype == t2.dtype == np.int64
         assert c1.tolist() == c2.tolist() and t1.tolist() == t2.tolist()
+
+
+def test_a_line_outside_the_frame_is_named_in_a_warning(caplog):
+    zones = Zones(["far=1000,1000,1900,1000"], ["bay=0,0,50,0,50,50"])
+    with caplog.at_level("WARNING", logger="vidpipe.zones"):
+        zones.process([frame(0, [(1, 0, 10, 10)])])
+    msgs = [r.getMessage() for r in caplog.records]
+    assert msgs == ["cam0.mp4: line 'far' lies outside the 640x480 frame; it will count nothing (its points are "
+                    "source pixels)"]

@@ -18,6 +18,7 @@ Detections with track id -1 (not tracked) are ignored.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from vidpipe.types import FrameMeta, FrameResult
 
 __all__ = ["Zones", "ZoneSet", "stream_time"]
+
+logger = logging.getLogger(__name__)
 
 NO_TRACKS = (
     "zones: the detections carry no track ids (detections.track_ids is None); lines and zones count "
@@ -291,6 +294,7 @@ class Zones:
             counts.line_names = tuple(ln.name for ln in zs.lines)
             counts.zone_names = tuple(z.name for z in zs.zones)
             st = self._streams[meta.stream_id] = _Stream(zs, self.anchor, self.hysteresis, counts)
+            _warn_outside(zs, meta, counts.source)
         return st
 
     def _frame(self, r: "FrameResult", st: _Stream, cls: np.ndarray, tids: np.ndarray, points: np.ndarray,
@@ -337,6 +341,17 @@ class Zones:
                     st.counts.leave(zone, dwell)
                 events.append(made(kind, zone, int(tids[row]), c, dwell_s=None if kind == "enter" else dwell))
         return events
+
+
+def _warn_outside(zs: ZoneSet, meta: "FrameMeta", source: str) -> None:
+    """Log a warning for each line or zone wholly outside the frame (coordinates meant for
+    another resolution?): it can never count anything."""
+    for kind, items in (("line", zs.lines), ("zone", zs.zones)):
+        for item in items:
+            pts = np.asarray(item.points if isinstance(item, Zone) else (item.start, item.end))
+            if pts[:, 0].max() < 0 or pts[:, 1].max() < 0 or pts[:, 0].min() > meta.width or pts[:, 1].min() > meta.height:
+                logger.warning("%s: %s %r lies outside the %dx%d frame; it will count nothing (its points are "
+                               "source pixels)", source, kind, item.name, meta.width, meta.height)
 
 
 class _EventMaker:
