@@ -274,6 +274,10 @@ class RunSummary:
         for s in self.sources:
             if s.decoder_reason and not s.decoder_reason.startswith(_PLAIN_REASONS):
                 lines.append(f"  {s.source}: {s.decoder} ({s.decoder_reason})")
+        if "zones" in self.stages:
+            from vidpipe.zones.text import zones_text
+
+            lines.extend(zones_text(self.stages["zones"]))
         if self.outputs:
             lines.append("outputs: " + ", ".join(self.outputs))
         if self.skipped:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from vidpipe.cli._embed_args import add_embed_args, with_embed_stages
 from vidpipe.cli._live_args import LiveWatch, add_live_args, live_options
+from vidpipe.cli._zone_args import add_zone_args, zone_stages
 
 logger = logging.getLogger("vidpipe.cli")
 
@@ -120,6 +121,7 @@ def add_parser(sub, common) -> None:
                    "inputs, else the wall clock, each with its metadata (default: %(default)s)")
     add_live_args(p)
     add_embed_args(p)
+    add_zone_args(p)
     p.set_defaults(func=run, parser=p)
 
 
@@ -224,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
         results_on_host=True,
         letterbox=args.letterbox,
         live=live_options(args),
-        stages=with_embed_stages(args),
+        stages=with_embed_stages(args, zone_stages(args)),  # the tracker goes first: --line/--zone imply it
     )
     outputs = Outputs(spec, det_run, names=det_run.detector.names)
     show = args.progress == "on" or (args.progress == "auto" and not args.quiet and sys.stderr.isatty())

@@ -46,5 +46,9 @@ def serve_metrics(
     Returns:
         The running :class:`MetricsServer`; ``close()`` it (or use ``with``) to free the port.
     """
+    from vidpipe.metrics.zones import add_zone_metrics
+
     status = status or run.status
-    return MetricsServer(RunMetrics(status, camera_of=camera_of), status=status, host=host, port=port)
+    metrics = RunMetrics(status, camera_of=camera_of)
+    add_zone_metrics(metrics, run)  # line crossings, zone entries and occupancy of a zones stage
+    return MetricsServer(metrics, status=status, host=host, port=port)

@@ -92,6 +92,10 @@ class CameraConfig:
         output: this camera's output instead of the top-level one.
         enabled: ``False`` keeps it in the config without starting it (start it later with
             :meth:`vidpipe.serve.Server.add_camera`).
+        lines / zones: counting lines and zones in the camera's pixels (:mod:`vidpipe.zones`;
+            a mapping ``name: [x1, y1, x2, y2, ...]`` or ``name: {points:, classes:, dwell:}``,
+            ``Line``/``Zone`` objects, or ``"NAME=x1,y1,..."`` texts); need tracking.
+        anchor: the box point that stands for the object for those (``bottom_center``, ...).
     """
 
     name: str
@@ -100,9 +104,13 @@ class CameraConfig:
     conf: float | None = None
     output: OutputConfig | None = None
     enabled: bool = True
+    lines: tuple[Any, ...] = ()
+    zones: tuple[Any, ...] = ()
+    anchor: str = "bottom_center"
 
     def __post_init__(self) -> None:
         _check("camera ", "name", self.name, F.camera_name)
+        _zone_fields(self)
         _check(f"camera {self.name!r} ", "url", self.url, F.text)
         object.__setattr__(self, "classes", _check(f"camera {self.name!r} ", "classes", self.classes, F.classes))
         object.__setattr__(
@@ -128,6 +136,39 @@ class CameraConfig:
             f"CameraConfig(name={self.name!r}, url={self.source_name!r}, classes={self.classes!r}, "
             f"conf={self.conf!r}, output={self.output!r}, enabled={self.enabled!r})"
         )
+
+
+def _zone_fields(cam: "CameraConfig") -> None:
+    """``cam.lines`` / ``cam.zones`` as tuples of Line / Zone, ``anchor`` checked (errors name
+    the camera and the key)."""
+    from vidpipe.zones.anchors import ANCHORS
+
+    _check(f"camera {cam.name!r} ", "anchor", cam.anchor, F.choice(*ANCHORS))
+    if not (cam.lines or cam.zones):
+        object.__setattr__(cam, "lines", ())
+        object.__setattr__(cam, "zones", ())
+        return
+    from vidpipe.zones import Line, Zone
+    from vidpipe.zones.config import line_from_value, parse_line, parse_zone, zone_from_value
+
+    for key, cls, parse, from_value in (("lines", Line, parse_line, line_from_value),
+                                        ("zones", Zone, parse_zone, zone_from_value)):
+        value = getattr(cam, key)
+        what = f"camera {cam.name!r} {key}"
+        if isinstance(value, dict):
+            items = tuple(from_value(k, v, what=what) for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            items = tuple(v if isinstance(v, cls) else parse(v, what=what) if isinstance(v, str) else None
+                          for v in value)
+            if any(v is None for v in items):
+                raise ConfigError(f"invalid {what}: expected {cls.__name__} objects or NAME=x1,y1,... texts")
+        else:
+            raise ConfigError(f"invalid {what}={F.shown(value)}: expected a mapping of names to points")
+        names = [v.name for v in items]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup is not None:
+            raise ConfigError(f"invalid {what}: the name {dup!r} is used twice")
+        object.__setattr__(cam, key, items)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from vidpipe.serve.config import (
     OutputConfig,
     ServeConfig,
 )
+from vidpipe.zones.anchors import ANCHORS
 
 __all__ = ["load_config", "parse_config"]
 
@@ -49,6 +50,7 @@ _CAMERA_VALIDATORS: dict[str, F.Validator] = {
     "classes": F.classes,
     "conf": F.number(0, 1, optional=True),
     "enabled": F.boolean,
+    "anchor": F.choice(*ANCHORS),
 }
 
 
@@ -168,7 +170,26 @@ class _Builder:
             kwargs["url"] = self.url(kwargs["url"])
             if "output" in item:
                 kwargs["output"] = self.output(item["output"], cpath + ("output",))
+            for key in ("lines", "zones"):
+                if key in item:
+                    kwargs[key] = self.geometry(item[key], cpath + (key,), key, kwargs["name"])
             out.append(self.build(cpath, CameraConfig, **kwargs))
+        return tuple(out)
+
+    def geometry(self, value: Any, path: tuple, key: str, camera: str) -> tuple[Any, ...]:
+        """A camera's ``lines:`` or ``zones:`` (name -> points), each error at its own line."""
+        from vidpipe.zones.config import line_from_value, zone_from_value
+
+        example = "door: [100, 400, 500, 400]" if key == "lines" else "bay: [0, 0, 200, 0, 200, 200]"
+        if not isinstance(value, dict) or not value:
+            raise self.where.error(path, f"expected a mapping of names to points (e.g. {example}), got {_type(value)}")
+        convert = line_from_value if key == "lines" else zone_from_value
+        out = []
+        for name, v in value.items():
+            try:
+                out.append(convert(name, v, what=f"camera {camera!r} {key}"))
+            except ConfigError as exc:
+                raise self.where.error(path + (name,), str(exc)) from None
         return tuple(out)
 
     def url(self, url: str) -> str:

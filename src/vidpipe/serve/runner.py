@@ -140,7 +140,10 @@ class Server:
             outputs.abort("the serve run could not start", None)
             raise
         try:
-            run = DetectionRun(specs, detector, pconfig, keep_alive=True)
+            from vidpipe.serve.zones import serve_zone_stages  # after the tracker (needs_tracking)
+
+            stages = serve_zone_stages(config, lambda sid: config.camera(self._name_of.get(sid, "")))
+            run = DetectionRun(specs, detector, pconfig, keep_alive=True, stages=stages)
         except BaseException:
             outputs.abort("the serve run could not start", None)
             raise
