@@ -25,7 +25,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from vidpipe.batching.queues import QueuedChunk, SourceQueue
+from vidpipe.batching.queues import LiveTally, QueuedChunk, SourceQueue
 
 if TYPE_CHECKING:
     from vidpipe.pipeline_config import SourceState
@@ -68,13 +68,15 @@ class Batcher:
         self._ready = threading.Condition(self._lock)
         self._space = threading.Condition(self._lock)
         self._queues: list[SourceQueue] = []
+        self._tally = LiveTally(batch_size)
         self._next = 0  # round-robin position in _queues
         self._closed = False
 
     # ----------------------------------------------------------------- queues
     def add_queue(self, state: "SourceState", *, live: bool, capacity: int) -> SourceQueue:
         """A new queue for ``state``'s source (``capacity`` in chunks, or frames when ``live``)."""
-        q = SourceQueue(state, live=live, capacity=capacity, lock=self._lock, ready=self._ready, space=self._space)
+        q = SourceQueue(state, live=live, capacity=capacity, lock=self._lock, ready=self._ready, space=self._space,
+                        tally=self._tally)
         with self._lock:
             if self._closed:
                 q._close()

@@ -16,7 +16,7 @@ parent allocated and shared: CUDA IPC, or shared memory on the CPU), then tells 
   exception, pickled where it can be, else ``(type name, message)``).
 
 ``state`` is a dict of the live fields of :class:`~vidpipe.pipeline_config.SourceState`. A slot
-is the parent's until it answers ``("live-free", stream_id, slot)``; a frame that finds no free
+is the parent's until it answers ``("live-free", stream_id, [slots])``; a frame that finds no free
 slot is dropped here and counted in ``drops`` (latest wins, as the parent's queue does).
 ``("live-remove", stream_id)`` stops one stream.
 """
@@ -116,7 +116,7 @@ class LiveChild:
             st = self._streams.get(msg[1])
             if st is not None:
                 with st.lock:
-                    st.free.append(msg[2])
+                    st.free.extend(msg[2])
         elif kind == "live-remove":
             st = self._streams.pop(msg[1], None)
             if st is not None:

@@ -124,8 +124,8 @@ class LiveHub:
         self.pool.send(child, ("live-add", stream_id, spec, ring.id))
         return link
 
-    def free(self, link: _Link, slot: int) -> None:
-        self.pool.send(link.child, ("live-free", link.stream_id, slot))
+    def free(self, link: _Link, slots: list[int]) -> None:
+        self.pool.send(link.child, ("live-free", link.stream_id, slots))
 
     def detach(self, link: _Link) -> None:
         with self._lock:
@@ -195,10 +195,12 @@ class ProcessLiveSource:
         child_drops = 0
         try:
             while not ctx.stop.is_set():
-                pending = self._hand_back(link, pending)
+                if len(pending) >= SLOTS // 2:
+                    pending = self._hand_back(link, pending)
                 try:
                     msg = link.inbox.get(timeout=_POLL_S)
                 except queue.Empty:
+                    pending = self._hand_back(link, pending)
                     continue
                 kind, fields = msg[0], msg[-1]
                 if fields is not None:
@@ -227,13 +229,16 @@ class ProcessLiveSource:
             self.hub.detach(link)
 
     def _hand_back(self, link: _Link, pending: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
-        """Hand the slots whose copy is done back to the child."""
-        left = []
+        """Hand the slots whose copy is done back to the child (one message; half the slots at
+        a time while frames flow, to halve the messages)."""
+        left, done = [], []
         for ev, slot in pending:
             if ev is None or ev.query():
-                self.hub.free(link, slot)
+                done.append(slot)
             else:
                 left.append((ev, slot))
+        if done:
+            self.hub.free(link, done)
         return left
 
 
