@@ -60,7 +60,7 @@ def parse_mqtt_url(url: str) -> dict[str, Any]:
     prefix = unquote(parts.path).strip("/") or "vidpipe"
     if any(c in prefix for c in "+#\x00") or "//" in prefix:
         raise ConfigError(f"MQTT URL {shown!r}: the topic prefix {prefix!r} may not hold +, # or empty levels")
-    if parts.query or parts.fragment:
+    if parts.query or parts.fragment or "#" in url or "?" in url:
         raise ConfigError(f"MQTT URL {shown!r}: no ?query or #fragment expected")
     return {
         "host": parts.hostname,
