@@ -276,6 +276,10 @@ class RunSummary:
                 lines.append(f"  {s.source}: {s.decoder} ({s.decoder_reason})")
         if self.outputs:
             lines.append("outputs: " + ", ".join(self.outputs))
+        if self.stats.get("events"):  # the event outputs' counters (vidpipe.events)
+            from vidpipe.events.outputs import describe
+
+            lines.append(describe(self.stats["events"]))
         if self.skipped:
             lines.append(f"skipped {len(self.skipped)} input{'s' if len(self.skipped) != 1 else ''}:")
             for item in self.skipped:

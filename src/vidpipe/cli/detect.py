@@ -14,6 +14,7 @@ import re
 import sys
 from pathlib import Path
 
+from vidpipe.cli._event_args import add_event_args, detect_events
 from vidpipe.cli._live_args import LiveWatch, add_live_args, live_options
 
 logger = logging.getLogger("vidpipe.cli")
@@ -118,6 +119,7 @@ def add_parser(sub, common) -> None:
                    help="hourly: one complete table per hour (dets-2026-11-26T10.csv), by capture time for live "
                    "inputs, else the wall clock, each with its metadata (default: %(default)s)")
     add_live_args(p)
+    add_event_args(p)
     p.set_defaults(func=run, parser=p)
 
 
@@ -223,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
         letterbox=args.letterbox,
         live=live_options(args),
     )
-    outputs = Outputs(spec, det_run, names=det_run.detector.names)
+    outputs = Outputs(spec, det_run, names=det_run.detector.names, events=detect_events(args, det_run, spec))
     show = args.progress == "on" or (args.progress == "auto" and not args.quiet and sys.stderr.isatty())
     watch = LiveWatch.from_args(args, det_run)  # --metrics-port; the per-stream table when live
     bar = progress(det_run, enabled=show and not watch.table)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EventOutputs", "events_path", "emits_events", "with_event_stats"]
+__all__ = ["EventOutputs", "events_path", "emits_events", "with_event_stats", "describe"]
 
 
 def events_path(table: str | os.PathLike[str]) -> Path:
@@ -53,6 +53,18 @@ def with_event_stats(summary: "RunSummary", stats: Mapping[str, Any] | None) -> 
     if not stats:
         return summary
     return dataclasses.replace(summary, stats={**summary.stats, "events": dict(stats)})
+
+
+def describe(stats: Mapping[str, Any]) -> str:
+    """One line of a run summary: ``events: 12 (12 written to x.events.csv; webhook
+    https://***@h/x: 12 posted, 0 dropped, 0 failed, 0 undelivered; mqtt ...: ...)``."""
+    parts = [f"{t.get('written', 0)} written to {t.get('path')}" for t in stats.get("tables", ())]
+    for key, verb in (("webhooks", "posted"), ("mqtt", "published")):
+        for p in stats.get(key, ()):
+            parts.append(f"{'webhook' if key == 'webhooks' else 'mqtt'} {p.get('target')}: {p.get('delivered', 0)} {verb}, "
+                         f"{p.get('dropped', 0)} dropped, {p.get('failed', 0)} failed, "
+                         f"{p.get('undelivered', 0)} undelivered")
+    return f"events: {stats.get('emitted', 0)}" + (f" ({'; '.join(parts)})" if parts else "")
 
 
 class EventOutputs:
