@@ -141,6 +141,7 @@ class Server:
             raise
         try:
             run = DetectionRun(specs, detector, pconfig, keep_alive=True)
+            outputs.attach_events(run, live_of=lambda sid: run.kind_of(sid) == "live")
         except BaseException:
             outputs.abort("the serve run could not start", None)
             raise
@@ -312,7 +313,7 @@ class Server:
             run.close()
             self._done.wait(10)
         run.close()
-        summary = run.summary(outputs=outputs.outputs)
+        summary = outputs.with_events(run.summary(outputs=outputs.outputs))
         try:
             with self._lock:
                 if reason is not None or self.error is not None:
