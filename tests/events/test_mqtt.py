@@ -172,3 +172,22 @@ def test_bad_urls():
     with pytest.raises(ConfigError) as info:
         MqttSink("mqtt://u:topsecret@h:99999/x")
     assert "topsecret" not in str(info.value)
+
+
+def test_event_outputs_with_a_broker_that_comes_up_late(tmp_path, caplog):
+    from vidpipe.events import EventOutputs
+
+    require(mosquitto_missing_reason())
+    require(paho_missing_reason())
+    broker = Mosquitto(workdir=tmp_path / "late")  # anonymous; not started yet
+    try:
+        with caplog.at_level(logging.WARNING, logger="vidpipe.events"):
+            outputs = EventOutputs(mqtt=broker.url("late"))
+            outputs.write([result_with([make_event(0)], index=0), result_with([make_event(1)], index=1)])
+            time.sleep(0.5)
+            broker.start()
+            stats = outputs.finish()  # flushes: waits (bounded) for the broker's acknowledgements
+        assert stats["emitted"] == 2 and stats["mqtt"][0]["published"] == 2 and stats["mqtt"][0]["dropped"] == 0
+        assert "cannot connect" in caplog.text
+    finally:
+        broker.close()

@@ -134,8 +134,8 @@ class MqttSink(PushSink):
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_publish = self._on_publish
+        client.on_connect_fail = self._on_connect_fail
         self._client = client
-        self.published = 0
         client.connect_async(cfg["host"], cfg["port"], keepalive=int(keepalive_s))
         client.loop_start()  # paho's network thread: connects, reconnects, re-sends
         self._start()
@@ -164,6 +164,10 @@ class MqttSink(PushSink):
         self._connects += 1
         self._connected.set()
         logger.info("mqtt %s: %s", self._shown, "connected" if self._connects == 1 else "reconnected")
+
+    def _on_connect_fail(self, client: Any, userdata: Any) -> None:
+        self._conn_log(logging.WARNING, "mqtt %s: cannot connect to the broker; retrying (events are queued "
+                       "meanwhile)", self._shown)
 
     def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason_code: Any, properties: Any = None) -> None:
         was = self._connected.is_set()
