@@ -126,6 +126,23 @@ def test_basic_auth_from_url_and_no_credentials_in_logs(receiver, caplog):
     assert "http://***@127.0.0.1" in text
 
 
+def test_abort_flushes_for_a_short_bounded_time():
+    sink = WebhookSink(f"http://127.0.0.1:{free_port()}/hook", interval_s=0.0, close_timeout_s=10.0)
+    sink.write(_results(4))
+    t0 = time.monotonic()
+    sink.abort("interrupted (SIGINT)")
+    assert time.monotonic() - t0 < 4.0  # 2 s at most after an interrupt, not the 10 s of a close
+    assert sink.stats["undelivered"] == 4 and sink.stats["posted"] == 0
+
+
+def test_nan_values_are_sent_as_null(receiver):
+    sink = WebhookSink(receiver.url(), interval_s=0.0)
+    sink.write([result_with([make_event(0, pts=float("nan"), dwell_s=float("inf"))])])
+    (got,) = receiver.wait_events(1)
+    sink.close()
+    assert got["pts"] is None and got["dwell_s"] is None and sink.stats["posted"] == 1
+
+
 def test_bad_url():
     with pytest.raises(ConfigError, match="webhook URL"):
         WebhookSink("ftp://user:pw@host/x")

@@ -191,7 +191,10 @@ class Outputs:
             return self._run.summary(outputs=self.outputs)
         from vidpipe.events.outputs import with_event_stats
 
-        stats = self.events.finish(reason)
+        try:
+            stats = self.events.finish(reason)
+        except KeyboardInterrupt:  # a second Ctrl-C while flushing: finalise the tables at once
+            stats = self.events.finish(reason)
         return with_event_stats(self._run.summary(outputs=self.outputs), stats)
 
     def close(self) -> "RunSummary":

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 __all__ = ["PushSink", "DROP_LOG_INTERVAL_S"]
 
 DROP_LOG_INTERVAL_S = 30.0
+#: the longest flush of an aborted run (Ctrl-C, an error): the user is waiting
+ABORT_WAIT_S = 2.0
 
 
 class RateLimitedLog:
@@ -158,14 +160,16 @@ class PushSink(Sink):
 
     # ------------------------------------------------------------------ closing
     def _finalize(self, summary: "RunSummary | None", *, complete: bool, reason: str | None) -> None:
-        """Flush: wait up to ``close_timeout_s`` for the queue to be delivered, then stop."""
-        self._deadline = time.monotonic() + self.close_timeout_s
+        """Flush: wait up to ``close_timeout_s`` (:data:`ABORT_WAIT_S` at most when aborted) for
+        the queue to be delivered, then stop."""
+        wait = self.close_timeout_s if complete else min(self.close_timeout_s, ABORT_WAIT_S)
+        self._deadline = time.monotonic() + wait
         with self._cond:
             self._closing = True
             self._cond.notify_all()
         thread = self._thread
         if thread is not None:
-            thread.join(self.close_timeout_s)
+            thread.join(wait)
             if thread.is_alive():
                 self._give_up.set()
                 with self._cond:

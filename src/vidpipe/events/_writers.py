@@ -49,12 +49,22 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
+def _utc(t: float | None) -> str | None:
+    t = _finite(t)
+    return None if t is None else format_utc(t)
+
+
+def _ms(t: float | None) -> int | None:
+    t = _finite(t)
+    return None if t is None else int(round(t * 1000))
+
+
 def _row(e: "Event", source_of: Any) -> list[Any]:
     """The row of ``e`` in column order, text-format values (``time`` as ISO, rounded floats)."""
     pts, dwell = _finite(e.pts), _finite(e.dwell_s)
     return [
         e.kind, e.name, int(e.stream_id), source_of(e.source), int(e.frame),
-        None if pts is None else round(pts, PTS_DECIMALS), format_utc(e.time), int(e.track_id), int(e.class_id),
+        None if pts is None else round(pts, PTS_DECIMALS), _utc(e.time), int(e.track_id), int(e.class_id),
         e.class_name, e.direction, None if dwell is None else round(dwell, 3),
     ]
 
@@ -119,7 +129,7 @@ class ParquetEventWriter(EventWriter):
             "track_id": pa.int64(), "class_id": pa.int64(), "class_name": pa.string(),
             "direction": pa.string(), "dwell_s": pa.float64(),
         }
-        nullable = {"pts", "direction", "dwell_s"}
+        nullable = {"pts", "time", "direction", "dwell_s"}
         self._pa = pa
         self.schema = pa.schema([pa.field(c, types[c], nullable=c in nullable) for c in EVENT_COLUMNS])
         self._writer = pq.ParquetWriter(fileobj, self.schema, store_schema=False)
@@ -129,7 +139,7 @@ class ParquetEventWriter(EventWriter):
         for e in events:
             self._pending.append({
                 "kind": e.kind, "name": e.name, "stream_id": int(e.stream_id), "source": self.source_of(e.source),
-                "frame": int(e.frame), "pts": _finite(e.pts), "time": int(round(e.time * 1000)),
+                "frame": int(e.frame), "pts": _finite(e.pts), "time": _ms(e.time),
                 "track_id": int(e.track_id), "class_id": int(e.class_id), "class_name": e.class_name,
                 "direction": e.direction, "dwell_s": _finite(e.dwell_s),
             })

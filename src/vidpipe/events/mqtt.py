@@ -30,6 +30,7 @@ from urllib.parse import unquote, urlsplit
 from vidpipe.errors import ConfigError
 from vidpipe.events._push import PushSink, RateLimitedLog
 from vidpipe.sources.redact import redact_text, redact_url
+from vidpipe.summary import jsonable
 
 __all__ = ["MqttSink", "parse_mqtt_url", "topic_of"]
 
@@ -194,7 +195,7 @@ class MqttSink(PushSink):
             if not batch:
                 return
             for event in batch:
-                payload = json.dumps(event.to_dict(), ensure_ascii=False, allow_nan=False, default=str)
+                payload = json.dumps(jsonable(event.to_dict()), ensure_ascii=False)  # NaN -> null
                 topic = topic_of(self.prefix, event.stream_id, event.kind)
                 while True:
                     info = self._client.publish(topic, payload, qos=self.qos)

@@ -192,11 +192,13 @@ class EventOutputs:
         return out
 
     def finish(self, reason: str | None = None) -> dict[str, Any]:
-        """Flush and close the webhooks and MQTT (each within its bounded wait); the counters
-        of every output. Idempotent."""
+        """Flush and close the webhooks and MQTT (each within its bounded wait; shorter with a
+        ``reason``: the run was interrupted); the counters of every output. Idempotent."""
         if self._finished is None:
-            self._stop_pushers(reason)
-            self._finished = self.stats()
+            try:
+                self._stop_pushers(reason)
+            finally:  # (a KeyboardInterrupt while flushing: the counters so far, then it propagates)
+                self._finished = self.stats()
         return self._finished
 
     def _stop_pushers(self, reason: str | None = None) -> None:

@@ -34,6 +34,7 @@ from vidpipe._validate import check_range
 from vidpipe.errors import ConfigError
 from vidpipe.events._push import PushSink, RateLimitedLog
 from vidpipe.sources.redact import redact_text, redact_url
+from vidpipe.summary import jsonable
 
 __all__ = ["WebhookSink", "split_credentials"]
 
@@ -142,8 +143,7 @@ class WebhookSink(PushSink):
             batch = self._take(self.batch_size, linger_s=self.interval_s)
             if not batch:
                 return
-            body = json.dumps([e.to_dict() for e in batch], ensure_ascii=False, allow_nan=False,
-                              default=str).encode("utf-8")
+            body = json.dumps([jsonable(e.to_dict()) for e in batch], ensure_ascii=False).encode("utf-8")
             ok = self._post(body, len(batch))
             if ok is None:
                 return  # closing gave up on it: the batch (still in flight) counts undelivered

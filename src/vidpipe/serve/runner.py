@@ -313,7 +313,7 @@ class Server:
             run.close()
             self._done.wait(10)
         run.close()
-        summary = outputs.with_events(run.summary(outputs=outputs.outputs))
+        summary = outputs.with_events(run.summary(outputs=outputs.outputs), reason)
         try:
             with self._lock:
                 if reason is not None or self.error is not None:
