@@ -115,8 +115,8 @@ def test_basic_auth_from_url_and_no_credentials_in_logs(receiver, caplog):
     sink = WebhookSink(receiver.url(auth="bob:s%40cret"), headers={"X-Token": "tok-123"}, interval_s=0.0)
     with caplog.at_level(logging.DEBUG):
         receiver.answers[:] = [500]
-        sink.write(_results(1))
-        receiver.wait_events(1)
+        sink.write([result_with([make_event(0, source="rtsp://cam:camPW1@10.0.0.5/live")])])
+        (got,) = receiver.wait_events(1)
         sink.close()
     headers = receiver.posts[0][0]
     assert headers["Authorization"] == "Basic " + base64.b64encode(b"bob:s@cret").decode()
@@ -124,6 +124,7 @@ def test_basic_auth_from_url_and_no_credentials_in_logs(receiver, caplog):
     text = caplog.text + repr(sink) + str(sink.stats)
     assert "s%40cret" not in text and "s@cret" not in text and "tok-123" not in text
     assert "http://***@127.0.0.1" in text
+    assert got["source"] == "rtsp://***@10.0.0.5/live"  # even a stage's unmasked source never goes out
 
 
 def test_abort_flushes_for_a_short_bounded_time():

@@ -92,7 +92,12 @@ class PushSink(Sink):
             self.push(events)
 
     def push(self, events: Sequence["Event"]) -> int:
-        """Queue ``events`` (the ones that fit); returns how many were dropped."""
+        """Queue ``events`` (the ones that fit); returns how many were dropped.
+
+        Raises:
+            SinkError: the sink is closed.
+        """
+        self._check_open()
         with self._cond:
             room = self.queue_size - len(self._queue) - self._in_flight
             take = max(0, min(room, len(events)))

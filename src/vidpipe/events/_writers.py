@@ -161,7 +161,9 @@ class ParquetEventWriter(EventWriter):
         self.fileobj.flush()
 
 
-_WRITERS: dict[str, type[EventWriter]] = {"csv": CsvEventWriter, "jsonl": JsonlEventWriter, "parquet": ParquetEventWriter}
+_WRITERS: dict[str, type[EventWriter]] = {
+    "csv": CsvEventWriter, "jsonl": JsonlEventWriter, "parquet": ParquetEventWriter,
+}
 
 
 def event_writer_class(format: str) -> type[EventWriter]:

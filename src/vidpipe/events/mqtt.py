@@ -30,7 +30,7 @@ from urllib.parse import unquote, urlsplit
 from vidpipe.errors import ConfigError
 from vidpipe.events._push import PushSink, RateLimitedLog
 from vidpipe.sources.redact import redact_text, redact_url
-from vidpipe.summary import jsonable
+from vidpipe.summary import jsonable, redacted
 
 __all__ = ["MqttSink", "parse_mqtt_url", "topic_of"]
 
@@ -113,7 +113,9 @@ class MqttSink(PushSink):
         try:
             import paho.mqtt.client as mqtt
         except ImportError:
-            raise ConfigError("MQTT output needs paho-mqtt: pip install 'vidpipe[mqtt]' (or pip install paho-mqtt)") from None
+            raise ConfigError(
+                "MQTT output needs paho-mqtt: pip install 'vidpipe[mqtt]' (or pip install paho-mqtt)"
+            ) from None
         super().__init__(queue_size=queue_size, close_timeout_s=close_timeout_s)
         self.qos = qos
         self.prefix = cfg["prefix"]
@@ -177,7 +179,9 @@ class MqttSink(PushSink):
             self._conn_log(logging.WARNING, "mqtt %s: disconnected (%s); reconnecting, events are queued meanwhile",
                            self._shown, redact_text(str(reason_code)))
 
-    def _on_publish(self, client: Any, userdata: Any, mid: int, reason_code: Any = None, properties: Any = None) -> None:
+    def _on_publish(
+        self, client: Any, userdata: Any, mid: int, reason_code: Any = None, properties: Any = None
+    ) -> None:
         # (paho holds its message lock here: never call into the client while holding ours)
         with self._acked:
             if mid in self._pending:
@@ -195,7 +199,7 @@ class MqttSink(PushSink):
             if not batch:
                 return
             for event in batch:
-                payload = json.dumps(jsonable(event.to_dict()), ensure_ascii=False)  # NaN -> null
+                payload = json.dumps(redacted(jsonable(event.to_dict())), ensure_ascii=False)  # NaN -> null
                 topic = topic_of(self.prefix, event.stream_id, event.kind)
                 while True:
                     info = self._client.publish(topic, payload, qos=self.qos)

@@ -61,7 +61,8 @@ def describe(stats: Mapping[str, Any]) -> str:
     parts = [f"{t.get('written', 0)} written to {t.get('path')}" for t in stats.get("tables", ())]
     for key, verb in (("webhooks", "posted"), ("mqtt", "published")):
         for p in stats.get(key, ()):
-            parts.append(f"{'webhook' if key == 'webhooks' else 'mqtt'} {p.get('target')}: {p.get('delivered', 0)} {verb}, "
+            what = "webhook" if key == "webhooks" else "mqtt"
+            parts.append(f"{what} {p.get('target')}: {p.get('delivered', 0)} {verb}, "
                          f"{p.get('dropped', 0)} dropped, {p.get('failed', 0)} failed, "
                          f"{p.get('undelivered', 0)} undelivered")
     return f"events: {stats.get('emitted', 0)}" + (f" ({'; '.join(parts)})" if parts else "")

@@ -34,7 +34,7 @@ from vidpipe._validate import check_range
 from vidpipe.errors import ConfigError
 from vidpipe.events._push import PushSink, RateLimitedLog
 from vidpipe.sources.redact import redact_text, redact_url
-from vidpipe.summary import jsonable
+from vidpipe.summary import jsonable, redacted
 
 __all__ = ["WebhookSink", "split_credentials"]
 
@@ -143,7 +143,8 @@ class WebhookSink(PushSink):
             batch = self._take(self.batch_size, linger_s=self.interval_s)
             if not batch:
                 return
-            body = json.dumps([jsonable(e.to_dict()) for e in batch], ensure_ascii=False).encode("utf-8")
+            rows = [redacted(jsonable(e.to_dict())) for e in batch]  # NaN -> null; a source's credentials masked
+            body = json.dumps(rows, ensure_ascii=False).encode("utf-8")
             ok = self._post(body, len(batch))
             if ok is None:
                 return  # closing gave up on it: the batch (still in flight) counts undelivered
