@@ -191,3 +191,16 @@ def test_event_outputs_with_a_broker_that_comes_up_late(tmp_path, caplog):
         assert "cannot connect" in caplog.text
     finally:
         broker.close()
+
+
+def test_cli_mqtt_flag_connects_and_exits_cleanly(broker, bikes_path, tmp_path):
+    import subprocess
+    import sys
+
+    url = broker.url("cli", user="bob", password="Sec%3Aret%409")
+    p = subprocess.run([sys.executable, "-m", "vidpipe", "detect", str(bikes_path), "--device", "cpu", "--imgsz", "160",
+                        "--max-frames", "4", "-o", str(tmp_path / "d.csv"), "--mqtt", url, "--debug"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "mqtt mqtt://***@127.0.0.1" in p.stdout and "0 published" in p.stdout
+    assert "Sec" not in p.stdout + p.stderr
