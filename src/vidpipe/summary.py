@@ -280,6 +280,10 @@ class RunSummary:
             lines.extend(zones_text(self.stages["zones"]))
         if self.outputs:
             lines.append("outputs: " + ", ".join(self.outputs))
+        if self.stats.get("events"):  # the event outputs' counters (vidpipe.events)
+            from vidpipe.events.outputs import describe
+
+            lines.append(describe(self.stats["events"]))
         if self.skipped:
             lines.append(f"skipped {len(self.skipped)} input{'s' if len(self.skipped) != 1 else ''}:")
             for item in self.skipped:

@@ -80,10 +80,11 @@ class OutputSpec:
 class Outputs:
     """The sinks of one run, fed batch by batch from :meth:`DetectionRun.batches`."""
 
-    def __init__(self, spec: OutputSpec, det_run: "DetectionRun", *, names: Any) -> None:
+    def __init__(self, spec: OutputSpec, det_run: "DetectionRun", *, names: Any, events: Any = None) -> None:
         from vidpipe.sinks import TableSink, make_sink
 
         self.spec = spec
+        self.events = events  # vidpipe.events.EventOutputs: the events table, webhooks, MQTT (or None)
         self._run = det_run
         self._names = names
         self._per_source: dict[int, "Sink"] = {}
@@ -136,6 +137,8 @@ class Outputs:
     def write(self, batch: "list[FrameResult]") -> None:
         """Write one batch of results (rows reach the files before this returns, except rows
         held for input order, see the module docstring)."""
+        if self.events is not None:
+            self.events.write(batch)  # events go out as they come (never held for input order)
         groups: dict[int, list["FrameResult"]] = {}
         for r in batch:
             groups.setdefault(r.stream_id, []).append(r)
@@ -178,14 +181,30 @@ class Outputs:
 
     @property
     def outputs(self) -> list[str]:
-        return [o for s in self._all() for o in s.outputs]
+        events = self.events.outputs if self.events is not None else []
+        return [o for s in self._all() for o in s.outputs] + events
+
+    def _summary(self, reason: str | None = None) -> "RunSummary":
+        """The run's summary, with the event outputs' counters (after flushing the webhooks and
+        MQTT within their bounded waits) in ``stats["events"]``."""
+        if self.events is None:
+            return self._run.summary(outputs=self.outputs)
+        from vidpipe.events.outputs import with_event_stats
+
+        try:
+            stats = self.events.finish(reason)
+        except KeyboardInterrupt:  # a second Ctrl-C while flushing: finalise the tables at once
+            stats = self.events.finish(reason)
+        return with_event_stats(self._run.summary(outputs=self.outputs), stats)
 
     def close(self) -> "RunSummary":
         """Finalise every table with the run's summary (its status decides the metadata's)."""
         self.flush_held()
-        summary = self._run.summary(outputs=self.outputs)
+        summary = self._summary()
         for s in self._all():
             s.close(summary)
+        if self.events is not None:
+            self.events.close(summary)
         return summary
 
     def abort(self, reason: str) -> "RunSummary":
@@ -193,7 +212,11 @@ class Outputs:
         try:
             self.flush_held()
         finally:
-            summary = self._run.summary(outputs=self.outputs)
-            for s in self._all():
-                s.abort(reason, summary)
+            summary = self._summary(reason)
+            try:
+                for s in self._all():
+                    s.abort(reason, summary)
+            finally:
+                if self.events is not None:
+                    self.events.abort(reason, summary)
         return summary

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from vidpipe.cli._embed_args import add_embed_args, with_embed_stages
+from vidpipe.cli._event_args import add_event_args, detect_events
 from vidpipe.cli._live_args import LiveWatch, add_live_args, live_options
 from vidpipe.cli._zone_args import add_zone_args, zone_stages
 
@@ -122,6 +123,7 @@ def add_parser(sub, common) -> None:
     add_live_args(p)
     add_embed_args(p)
     add_zone_args(p)
+    add_event_args(p)
     p.set_defaults(func=run, parser=p)
 
 
@@ -228,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
         live=live_options(args),
         stages=with_embed_stages(args, zone_stages(args)),  # the tracker goes first: --line/--zone imply it
     )
-    outputs = Outputs(spec, det_run, names=det_run.detector.names)
+    outputs = Outputs(spec, det_run, names=det_run.detector.names, events=detect_events(args, det_run, spec))
     show = args.progress == "on" or (args.progress == "auto" and not args.quiet and sys.stderr.isatty())
     watch = LiveWatch.from_args(args, det_run)  # --metrics-port; the per-stream table when live
     bar = progress(det_run, enabled=show and not watch.table)

@@ -14,6 +14,7 @@ import logging
 import sys
 import threading
 
+from vidpipe.cli._event_args import add_event_args, serve_events
 from vidpipe.cli._live_args import add_live_args, live_options
 
 logger = logging.getLogger("vidpipe.cli")
@@ -37,6 +38,7 @@ def add_parser(sub, common) -> None:
                    help="live per-stream table on stderr (auto: on a terminal, off with -q; "
                    "off a terminal a log line per minute)")
     add_live_args(p)
+    add_event_args(p)
     p.set_defaults(func=run, parser=p)
 
 
@@ -55,7 +57,7 @@ def _config(args: argparse.Namespace):
             port=args.metrics_port if args.metrics_port is not None else config.metrics.port,
             host=args.metrics_host or config.metrics.host,
         )
-    return config.replace(**changes) if changes else config
+    return serve_events(args, config.replace(**changes) if changes else config)
 
 
 def _check(config, args: argparse.Namespace) -> int:

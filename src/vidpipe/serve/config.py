@@ -26,7 +26,7 @@ from vidpipe.sources.options import LiveOptions
 if TYPE_CHECKING:
     from vidpipe.serve._yaml import Where
 
-__all__ = ["ServeConfig", "CameraConfig", "OutputConfig", "MetricsConfig"]
+__all__ = ["ServeConfig", "CameraConfig", "OutputConfig", "MetricsConfig", "EventsConfig", "WebhookConfig"]
 
 _FORMATS = ("auto", "csv", "jsonl", "parquet")
 
@@ -188,6 +188,92 @@ class MetricsConfig:
         _check("metrics.", "host", self.host, F.text)
 
 
+@dataclass(frozen=True, repr=False)
+class WebhookConfig:
+    """One webhook of ``events.webhooks`` (:class:`vidpipe.events.WebhookSink`).
+
+    Attributes:
+        url: ``http(s)://[user:password@]host[:port]/path`` (shown redacted).
+        headers: request headers (e.g. ``Authorization: Bearer ${TOKEN}``); values never shown.
+    """
+
+    url: str
+    headers: Any = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from vidpipe.events.webhook import split_credentials
+
+        _check("events.webhooks.", "url", self.url, F.text)
+        split_credentials(self.url)  # ConfigError naming the (redacted) URL
+        headers = {} if self.headers is None else self.headers
+        if not isinstance(headers, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and "\n" not in k + v for k, v in headers.items()
+        ):
+            raise ConfigError("invalid events.webhooks.headers: expected a mapping of header names to one-line texts")
+        object.__setattr__(self, "headers", dict(headers))
+
+    def __repr__(self) -> str:
+        from vidpipe.sources.redact import redact_url
+
+        return f"WebhookConfig(url={redact_url(self.url)!r}, headers={sorted(self.headers)!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class EventsConfig:
+    """Where the events of the run's stages go (zones and lines; :mod:`vidpipe.events`).
+
+    Attributes:
+        table: the events table (``.csv``, ``.jsonl``, ``.parquet``; one for every camera);
+            ``"off"``: none; ``None`` (default): beside the top-level output (``dets.csv`` ->
+            ``dets.events.csv``; a folder output: ``<folder>/events.<format>``) once there are
+            events (from the start when a stage declares it emits them).
+        format: ``"auto"`` (by extension), ``"csv"``, ``"jsonl"``, ``"parquet"``.
+        rotate: ``"none"``/``"hourly"``; ``None``: as the top-level output.
+        webhooks: URLs or :class:`WebhookConfig` (``url`` + ``headers``): JSON POSTs.
+        mqtt: ``mqtt(s)://[user:password@]host[:port]/prefix``: each event on
+            ``<prefix>/<stream_id>/<kind>`` (QoS 1); needs paho-mqtt.
+    """
+
+    table: str | None = None
+    format: str = "auto"
+    rotate: str | None = None
+    webhooks: tuple[Any, ...] = ()
+    mqtt: str | None = None
+
+    def __post_init__(self) -> None:
+        _check("events.", "table", self.table, F.optional_text)
+        _check("events.", "format", self.format, F.choice(*_FORMATS))
+        if self.rotate is not None:
+            _check("events.", "rotate", self.rotate, F.choice("none", "hourly"))
+        if self.table is not None and self.table != "off" and self.format == "auto":
+            from vidpipe.sinks.paths import table_format
+
+            table_format(self.table)  # raises ConfigError naming the extensions
+        hooks = (self.webhooks,) if isinstance(self.webhooks, (str, dict, WebhookConfig)) else tuple(self.webhooks)
+        out = []
+        for h in hooks:
+            if isinstance(h, str):
+                h = WebhookConfig(h)
+            elif isinstance(h, dict):
+                h = WebhookConfig(h.get("url"), h.get("headers") or {})  # type: ignore[arg-type]
+            elif not isinstance(h, WebhookConfig):
+                raise ConfigError(f"invalid events.webhooks entry {F.shown(h)}: expected a URL or url: and headers:")
+            out.append(h)
+        object.__setattr__(self, "webhooks", tuple(out))
+        if self.mqtt is not None:
+            from vidpipe.events.mqtt import parse_mqtt_url
+
+            _check("events.", "mqtt", self.mqtt, F.text)
+            parse_mqtt_url(self.mqtt)
+
+    def __repr__(self) -> str:
+        from vidpipe.sources.redact import redact_url
+
+        mqtt = None if self.mqtt is None else redact_url(self.mqtt)
+        return (f"EventsConfig(table={self.table!r}, format={self.format!r}, rotate={self.rotate!r}, "
+                f"webhooks={self.webhooks!r}, mqtt={mqtt!r})")
+
+
 _TOP_VALIDATORS: dict[str, F.Validator] = {
     "model": F.text,
     "device": F.device,
@@ -216,6 +302,7 @@ class ServeConfig:
         live: how streams are read (:class:`~vidpipe.sources.options.LiveOptions`).
         output: where cameras without their own ``output`` write.
         metrics: the Prometheus / status endpoint.
+        events: where the stages' events go (table, webhooks, MQTT).
         where: lines of a YAML file's values (for messages naming the line); ``None`` in Python.
     """
 
@@ -236,13 +323,15 @@ class ServeConfig:
     live: LiveOptions = field(default_factory=LiveOptions)
     output: OutputConfig = field(default_factory=OutputConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    events: EventsConfig = field(default_factory=EventsConfig)
     where: "Where | None" = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for name, validator in _TOP_VALIDATORS.items():
             object.__setattr__(self, name, _check("", name, getattr(self, name), validator))
         object.__setattr__(self, "cameras", tuple(self.cameras))
-        for kind, name in ((LiveOptions, "live"), (OutputConfig, "output"), (MetricsConfig, "metrics")):
+        for kind, name in ((LiveOptions, "live"), (OutputConfig, "output"), (MetricsConfig, "metrics"),
+                           (EventsConfig, "events")):
             if not isinstance(getattr(self, name), kind):
                 raise ConfigError(f"invalid {name}={getattr(self, name)!r}: expected a {kind.__name__}")
         seen: dict[str, int] = {}
@@ -315,5 +404,6 @@ TOP_KEYS = tuple(f.name for f in fields(ServeConfig) if f.name != "where")
 CAMERA_KEYS = tuple(f.name for f in fields(CameraConfig))
 OUTPUT_KEYS = tuple(f.name for f in fields(OutputConfig))
 METRICS_KEYS = tuple(f.name for f in fields(MetricsConfig))
+EVENTS_KEYS = tuple(f.name for f in fields(EventsConfig))
 LIVE_KEYS = tuple(f.name for f in fields(LiveOptions))
 TOP_VALIDATORS = _TOP_VALIDATORS

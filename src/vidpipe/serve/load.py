@@ -19,12 +19,14 @@ from vidpipe.serve import _fields as F
 from vidpipe.serve._yaml import Where, load_marked
 from vidpipe.serve.config import (
     CAMERA_KEYS,
+    EVENTS_KEYS,
     LIVE_KEYS,
     METRICS_KEYS,
     OUTPUT_KEYS,
     TOP_KEYS,
     TOP_VALIDATORS,
     CameraConfig,
+    EventsConfig,
     MetricsConfig,
     OutputConfig,
     ServeConfig,
@@ -147,6 +149,8 @@ class _Builder:
         kwargs["output"] = self.output(data.get("output", OutputConfig().path), ("output",))
         if "metrics" in data:
             kwargs["metrics"] = self.metrics(data["metrics"])
+        if "events" in data:
+            kwargs["events"] = self.events(data["events"])
         return ServeConfig(**kwargs, where=self.where)
 
     def model(self, name: str) -> str:
@@ -219,6 +223,46 @@ class _Builder:
         kwargs = self.checked(data, path, {"port": F.port, "host": F.text})
         return self.build(path, MetricsConfig, **kwargs)
 
+    def events(self, value: Any) -> EventsConfig:
+        """``events:`` (table:, format:, rotate:, webhooks:, mqtt:); secrets as ``${NAME}``."""
+        from vidpipe.serve.config import WebhookConfig
+
+        path = ("events",)
+        data = self.mapping(value, path, EVENTS_KEYS, "events settings (table:, format:, rotate:, webhooks:, mqtt:)")
+        kwargs: dict[str, Any] = {}
+        if "table" in data:
+            table = self.value(data, path, "table", F.text)
+            kwargs["table"] = "off" if table.strip().lower() == "off" else self.path(table)
+        if "format" in data:
+            kwargs["format"] = self.value(data, path, "format", F.choice("auto", "csv", "jsonl", "parquet"))
+        if "rotate" in data:
+            kwargs["rotate"] = self.value(data, path, "rotate", F.choice("none", "hourly"))
+        if "webhooks" in data:
+            hooks = data["webhooks"]
+            hooks = [hooks] if isinstance(hooks, (str, dict)) else hooks
+            if not isinstance(hooks, list):
+                raise self.where.error(path + ("webhooks",), f"expected a list of URLs (or url: and headers:), got "
+                                       f"{_type(hooks)}")
+            out = []
+            for i, hook in enumerate(hooks):
+                hp = path + ("webhooks", i)
+                if isinstance(hook, str):
+                    hook = {"url": hook}
+                hook = self.mapping(hook, hp, ("url", "headers"), "a webhook (a URL, or url: and headers:)")
+                if "url" not in hook:
+                    raise self.where.error(hp, "webhook without 'url:'")
+                url = self.value(hook, hp, "url", F.text)
+                headers = hook.get("headers") or {}
+                if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+                    raise self.where.error(hp + ("headers",), "expected a mapping of header names to texts "
+                                           "(quote a number)")
+                out.append(self.build(hp + ("url",), WebhookConfig, url=url, headers=headers))
+            kwargs["webhooks"] = tuple(out)
+        if "mqtt" in data:
+            kwargs["mqtt"] = self.value(data, path, "mqtt", F.text)
+            self.build(path + ("mqtt",), _check_mqtt, url=kwargs["mqtt"])
+        return self.build(path, EventsConfig, **kwargs)
+
     def live(self, value: Any) -> Any:
         from vidpipe.sources.options import LiveOptions
 
@@ -237,6 +281,12 @@ def _suggest(key: str, allowed: tuple[str, ...]) -> str | None:
     low = key.lower()
     prefixed = [a for a in allowed if min(len(a), len(low)) >= 4 and (low.startswith(a) or a.startswith(low))]
     return max(prefixed, key=len) if prefixed else None
+
+
+def _check_mqtt(url: str) -> None:
+    from vidpipe.events.mqtt import parse_mqtt_url
+
+    parse_mqtt_url(url)
 
 
 def _check_decoder(name: str) -> None:

@@ -53,6 +53,20 @@ class CameraOutputs:
         self._sinks: dict[Path, "Sink"] = {}
         self._routes: dict[int, _Route] = {}
         self._streams: dict[int, list[int]] = {}  # id(sink) -> stream ids written there
+        self.events: Any = None  # vidpipe.events.EventOutputs (attach_events), fed every batch unnarrowed
+
+    def attach_events(self, run: Any, live_of: "Callable[[int], bool]") -> None:
+        """Open the event outputs of the config's ``events:`` block for ``run`` (its stages decide
+        whether the default table opens now or with the first event)."""
+        self.events = event_outputs(self._config, run, live_of=live_of)
+
+    def with_events(self, summary: "RunSummary", reason: str | None = None) -> "RunSummary":
+        """Flush the webhooks and MQTT (bounded) and put their counters in ``summary``."""
+        if self.events is None:
+            return summary
+        from vidpipe.events.outputs import with_event_stats
+
+        return with_event_stats(summary, self.events.finish(reason))
 
     def prepare(self, cam: "CameraConfig", *, path: tuple = ()) -> _Route:
         """Resolve ``cam``'s classes and open its table (unless open already); ``path`` locates
@@ -86,6 +100,8 @@ class CameraOutputs:
     def write(self, batch: "Sequence[FrameResult]") -> None:
         """Write one batch: each result to its camera's table, narrowed by the camera's filters.
         Results of streams without a route (none in a serve run) are left out."""
+        if self.events is not None:
+            self.events.write(batch)  # every event of every camera (a camera's filters narrow its rows only)
         groups: dict[int, list["FrameResult"]] = {}
         for r in batch:
             groups.setdefault(r.stream_id, []).append(r)
@@ -103,7 +119,8 @@ class CameraOutputs:
 
     @property
     def outputs(self) -> list[str]:
-        return [o for s in self._sinks.values() for o in s.outputs]
+        events = self.events.outputs if self.events is not None else []
+        return [o for s in self._sinks.values() for o in s.outputs] + events
 
     def tables(self) -> dict[str, str]:
         """Camera name -> its table path."""
@@ -111,12 +128,21 @@ class CameraOutputs:
 
     def close(self, summary: "RunSummary") -> None:
         """Finalise every table with the summary of its own cameras (their statuses decide the
-        table's: a camera read to its end is complete, a camera stopped or removed partial)."""
-        self._finish(lambda s: s.close(self._summary_for(s, summary)))
+        table's: a camera read to its end is complete, a camera stopped or removed partial);
+        the events table with the whole summary."""
+        try:
+            self._finish(lambda s: s.close(self._summary_for(s, summary)))
+        finally:
+            if self.events is not None:
+                self.events.close(summary)
 
     def abort(self, reason: str, summary: "RunSummary | None") -> None:
         """Finalise every table as partial, with ``reason``."""
-        self._finish(lambda s: s.abort(reason, None if summary is None else self._summary_for(s, summary)))
+        try:
+            self._finish(lambda s: s.abort(reason, None if summary is None else self._summary_for(s, summary)))
+        finally:
+            if self.events is not None:
+                self.events.abort(reason, summary)
 
     def _summary_for(self, sink: "Sink", summary: "RunSummary") -> "RunSummary":
         """``summary`` narrowed to the streams written to ``sink`` (a serve run has no inputs
@@ -141,6 +167,37 @@ class CameraOutputs:
                 first = first or exc
         if first is not None:
             raise first
+
+
+def event_outputs(config: "ServeConfig", run: Any, *, live_of: "Callable[[int], bool]") -> Any:
+    """The :class:`~vidpipe.events.outputs.EventOutputs` of ``config.events`` for ``run``, or
+    ``None`` (nothing to do); errors name the config file's line of ``events``."""
+    from vidpipe.events.outputs import EventOutputs, emits_events, events_path
+
+    ev, out = config.events, config.output
+    fmt = ev.format
+    if ev.table == "off":
+        table = None
+    elif ev.table is not None:
+        table = Path(ev.table).expanduser()
+    elif out.folder:
+        fmt = fmt if fmt != "auto" else ("csv" if out.format == "auto" else out.format)
+        table = Path(out.path).expanduser() / f"events.{fmt}"
+    else:
+        table = events_path(Path(out.path).expanduser())
+        fmt = fmt if fmt != "auto" else out.format
+    if table is None and not ev.webhooks and not ev.mqtt:
+        return None
+    eager = ev.table not in (None, "off") or emits_events(run.stages.stages)
+    with config.located(("events",)):
+        events = EventOutputs(
+            table_for=None if table is None else (lambda r: table), eager=eager, format=fmt,
+            rotate=ev.rotate if ev.rotate is not None else out.rotate, live_of=live_of,
+            webhooks=[{"url": h.url, "headers": h.headers} for h in ev.webhooks], mqtt=ev.mqtt,
+        )
+        if table is not None and eager:
+            events.open_table(table, live=any(live_of(c) for c in range(len(run.states))))
+    return events
 
 
 def _narrow(r: "FrameResult", route: _Route) -> "FrameResult":

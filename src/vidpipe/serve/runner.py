@@ -144,6 +144,7 @@ class Server:
 
             stages = serve_zone_stages(config, lambda sid: config.camera(self._name_of.get(sid, "")))
             run = DetectionRun(specs, detector, pconfig, keep_alive=True, stages=stages)
+            outputs.attach_events(run, live_of=lambda sid: run.kind_of(sid) == "live")
         except BaseException:
             outputs.abort("the serve run could not start", None)
             raise
@@ -315,7 +316,7 @@ class Server:
             run.close()
             self._done.wait(10)
         run.close()
-        summary = run.summary(outputs=outputs.outputs)
+        summary = outputs.with_events(run.summary(outputs=outputs.outputs), reason)
         try:
             with self._lock:
                 if reason is not None or self.error is not None:

@@ -70,6 +70,9 @@ class RotatingTableSink(Sink):
         **table: the :class:`TableSink` options (``format``, ``names``, ``tracking``, ...).
     """
 
+    #: the sink of each period's file (an events table rotates the same way)
+    table_class: type[Any] = TableSink
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -88,7 +91,7 @@ class RotatingTableSink(Sink):
         self.capture_times = bool(capture_times)
         self._clock = clock
         self._table = dict(table, capture_times=self.capture_times)
-        self._sink: TableSink | None = None
+        self._sink: Any = None
         self._start: float | None = None  # the open file's period start (UTC epoch s)
         self._written: list[str] = []
         self.frames = 0
@@ -102,7 +105,7 @@ class RotatingTableSink(Sink):
         return tuple(self._written)
 
     @property
-    def current(self) -> TableSink | None:
+    def current(self) -> Any:
         """The open file's sink (``None`` before the first row)."""
         return self._sink
 
@@ -111,7 +114,7 @@ class RotatingTableSink(Sink):
         t = now if at is None else at
         return t - (t % self.period_s)
 
-    def _open(self, start: float) -> TableSink:
+    def _open(self, start: float) -> Any:
         if self._sink is not None:
             self._sink.close(None)  # this period is over: its file is final
         path = rotated_path(self.path, start, period_s=self.period_s)
@@ -120,7 +123,7 @@ class RotatingTableSink(Sink):
             "end": datetime.fromtimestamp(start + self.period_s, timezone.utc).isoformat(timespec="seconds"),
             "by": "capture time" if self.capture_times else "wall clock",
         }
-        self._sink = TableSink(path, extra_metadata={"period": period}, **self._table)
+        self._sink = self.table_class(path, extra_metadata={"period": period}, **self._table)
         self._start = start
         self._written.append(str(self._sink.path))
         logger.info("writing %s", self._sink.path)
