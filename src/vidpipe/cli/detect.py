@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from vidpipe.cli._live_args import LiveWatch, add_live_args, live_options
+from vidpipe.cli._track_args import add_track_args, track_options
 
 logger = logging.getLogger("vidpipe.cli")
 
@@ -118,6 +119,7 @@ def add_parser(sub, common) -> None:
                    help="hourly: one complete table per hour (dets-2026-11-26T10.csv), by capture time for live "
                    "inputs, else the wall clock, each with its metadata (default: %(default)s)")
     add_live_args(p)
+    add_track_args(p)
     p.set_defaults(func=run, parser=p)
 
 
@@ -222,6 +224,7 @@ def run(args: argparse.Namespace) -> int:
         results_on_host=True,
         letterbox=args.letterbox,
         live=live_options(args),
+        track=track_options(args),
     )
     outputs = Outputs(spec, det_run, names=det_run.detector.names)
     show = args.progress == "on" or (args.progress == "auto" and not args.quiet and sys.stderr.isatty())
