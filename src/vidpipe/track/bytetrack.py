@@ -168,6 +168,10 @@ class ByteTrack:
         self.frames += 1
 
         tr = self._tracks
+        if len(tr):  # tracks unseen for longer than the buffer end before they can match again
+            expired = t - tr.last_t > cfg.track_buffer + 1e-9
+            if expired.any():
+                self._tracks = tr = tr.take(~expired)
         if len(tr):
             lost = tr.state == LOST
             if lost.any():  # ByteTrack: a lost track's height stops changing
