@@ -3,6 +3,8 @@ switches), and beside the ``trackers`` package's ByteTrack on the same detection
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -14,11 +16,15 @@ from vidpipe.track import ByteTrack, TrackConfig  # noqa: E402
 
 
 def _trackers_or_skip():
+    """Skip without the trackers package, but fail under CI=true (.ci/run installs it)."""
     try:
         import trackers  # noqa: F401
     except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"the trackers package cannot be imported ({exc}); pip install --no-deps trackers "
-                    "(its opencv-python would replace opencv-python-headless)")
+        reason = (f"the trackers package cannot be imported ({exc}); pip install --no-deps trackers rich "
+                  "(its opencv-python would replace opencv-python-headless's cv2)")
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason + "; CI must install it (.ci/run)", pytrace=False)
+        pytest.skip(reason)
 
 
 def test_easy_scene_keeps_every_identity():

@@ -46,3 +46,53 @@ def track_options(args: argparse.Namespace, *, base: "TrackConfig | None" = None
     if args.track_buffer is not None:
         config = replace(config, track_buffer=args.track_buffer)
     return config
+
+
+def add_bench_track_parser(kinds, common) -> None:
+    """``vidpipe bench track``: tracker quality on generated scenes (see :mod:`vidpipe.bench.track`)."""
+    t = kinds.add_parser("track", parents=[common],
+                         help="tracker quality on generated scenes (MOTA, IDF1, ID switches) beside trackers' ByteTrack")
+    t.add_argument("--scenes", default="easy,crossing,crowd,drops",
+                   help="generated scenes, comma-separated (default: %(default)s)")
+    t.add_argument("--seeds", type=int, default=3, help="seeds per scene, averaged (default: %(default)s)")
+    t.add_argument("--clip", default="bundled", metavar="PATH",
+                   help="a real video to count tracks on (no ground truth): a path, 'bundled' (bikes.mp4) or 'none'")
+    t.add_argument("--device", default="cpu", help="device of the detections (default: %(default)s)")
+    t.add_argument("--no-rate", action="store_true", help="skip the rate measurement")
+    t.add_argument("--json", default=None, metavar="PATH", help="also write the results as JSON to PATH")
+    t.set_defaults(func=run_bench_track)
+
+
+def run_bench_track(args: argparse.Namespace) -> int:
+    import importlib.util
+    import sys
+
+    from vidpipe.bench.track_scenes import PRESETS
+
+    if importlib.util.find_spec("motmetrics") is None:
+        print('vidpipe bench track: error: needs the motmetrics package; pip install "vidpipe[track-bench]" '
+              "(or pip install motmetrics trackers)", file=sys.stderr)  # fmt: skip
+        return 2
+    scenes = [s.strip() for s in args.scenes.split(",") if s.strip()]
+    unknown = [s for s in scenes if s not in PRESETS]
+    if unknown or not scenes:
+        print(f"vidpipe bench track: error: unknown --scenes {','.join(unknown) or repr(args.scenes)}; "
+              f"expected some of {','.join(PRESETS)}", file=sys.stderr)  # fmt: skip
+        return 2
+    if args.seeds < 1:
+        print(f"vidpipe bench track: error: --seeds must be 1 or more, got {args.seeds}", file=sys.stderr)
+        return 2
+    clip = None
+    if args.clip.lower() == "bundled":
+        from vidpipe.data import sample_video
+
+        clip = str(sample_video())
+    elif args.clip.lower() != "none":
+        clip = args.clip
+    from vidpipe.bench.track import run_track_bench, write_json
+
+    result = run_track_bench(scenes, seeds=args.seeds, rate=not args.no_rate, clip=clip, device=args.device)
+    print(result.table())
+    if args.json:
+        print(f"wrote {write_json(result, args.json)}")
+    return 0
