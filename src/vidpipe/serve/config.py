@@ -25,6 +25,7 @@ from vidpipe.sources.options import LiveOptions
 
 if TYPE_CHECKING:
     from vidpipe.serve._yaml import Where
+    from vidpipe.track.config import TrackConfig
 
 __all__ = ["ServeConfig", "CameraConfig", "OutputConfig", "MetricsConfig"]
 
@@ -92,6 +93,8 @@ class CameraConfig:
         output: this camera's output instead of the top-level one.
         enabled: ``False`` keeps it in the config without starting it (start it later with
             :meth:`vidpipe.serve.Server.add_camera`).
+        track: track this camera's objects (``True``), or not (``False``); ``None``: as the
+            top-level ``track`` says.
     """
 
     name: str
@@ -100,6 +103,7 @@ class CameraConfig:
     conf: float | None = None
     output: OutputConfig | None = None
     enabled: bool = True
+    track: bool | None = None
 
     def __post_init__(self) -> None:
         _check("camera ", "name", self.name, F.camera_name)
@@ -109,6 +113,8 @@ class CameraConfig:
             self, "conf", _check(f"camera {self.name!r} ", "conf", self.conf, F.number(0, 1, optional=True))
         )
         _check(f"camera {self.name!r} ", "enabled", self.enabled, F.boolean)
+        if self.track is not None:
+            _check(f"camera {self.name!r} ", "track", self.track, F.boolean)
         if isinstance(self.output, (str, Path)):
             object.__setattr__(self, "output", OutputConfig(str(self.output)))
         elif self.output is not None and not isinstance(self.output, OutputConfig):
@@ -126,7 +132,7 @@ class CameraConfig:
     def __repr__(self) -> str:
         return (
             f"CameraConfig(name={self.name!r}, url={self.source_name!r}, classes={self.classes!r}, "
-            f"conf={self.conf!r}, output={self.output!r}, enabled={self.enabled!r})"
+            f"conf={self.conf!r}, output={self.output!r}, enabled={self.enabled!r}, track={self.track!r})"
         )
 
 
@@ -175,6 +181,10 @@ class ServeConfig:
         live: how streams are read (:class:`~vidpipe.sources.options.LiveOptions`).
         output: where cameras without their own ``output`` write.
         metrics: the Prometheus / status endpoint.
+        track: the tracker's options (:class:`~vidpipe.track.TrackConfig`) when every camera is
+            tracked (a camera's ``track: false`` opts out); ``None``: only cameras with
+            ``track: true`` are (with the default options). ``True`` or a dict of options are
+            accepted and turned into a ``TrackConfig``. Tracked runs' tables get ``track_id``.
         where: lines of a YAML file's values (for messages naming the line); ``None`` in Python.
     """
 
@@ -195,12 +205,16 @@ class ServeConfig:
     live: LiveOptions = field(default_factory=LiveOptions)
     output: OutputConfig = field(default_factory=OutputConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    track: "TrackConfig | None" = None
     where: "Where | None" = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for name, validator in _TOP_VALIDATORS.items():
             object.__setattr__(self, name, _check("", name, getattr(self, name), validator))
         object.__setattr__(self, "cameras", tuple(self.cameras))
+        from vidpipe.track.config import track_config
+
+        object.__setattr__(self, "track", track_config(self.track))  # type: ignore[arg-type]
         for kind, name in ((LiveOptions, "live"), (OutputConfig, "output"), (MetricsConfig, "metrics")):
             if not isinstance(getattr(self, name), kind):
                 raise ConfigError(f"invalid {name}={getattr(self, name)!r}: expected a {kind.__name__}")
@@ -235,6 +249,15 @@ class ServeConfig:
     def camera(self, name: str) -> CameraConfig | None:
         """The configured camera called ``name``."""
         return next((c for c in self.cameras if c.name == name), None)
+
+    def tracks(self, cam: CameraConfig) -> bool:
+        """Whether ``cam``'s objects are tracked (its own ``track``, else the top-level one)."""
+        return cam.track if cam.track is not None else self.track is not None
+
+    @property
+    def tracking(self) -> bool:
+        """Whether any camera may be tracked (then tables have a ``track_id`` column)."""
+        return self.track is not None or any(c.track for c in self.cameras)
 
     def output_of(self, cam: CameraConfig) -> OutputConfig:
         return cam.output if cam.output is not None else self.output

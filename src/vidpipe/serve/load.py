@@ -49,6 +49,7 @@ _CAMERA_VALIDATORS: dict[str, F.Validator] = {
     "classes": F.classes,
     "conf": F.number(0, 1, optional=True),
     "enabled": F.boolean,
+    "track": F.boolean,
 }
 
 
@@ -145,7 +146,18 @@ class _Builder:
         kwargs["output"] = self.output(data.get("output", OutputConfig().path), ("output",))
         if "metrics" in data:
             kwargs["metrics"] = self.metrics(data["metrics"])
+        if "track" in data:
+            kwargs["track"] = self.track(data["track"])
         return ServeConfig(**kwargs, where=self.where)
+
+    def track(self, value: Any) -> Any:
+        """``track: true | false | {track_buffer: 2, ...}`` -> a TrackConfig or None."""
+        from vidpipe.track.config import track_config
+
+        path = ("track",)
+        if not isinstance(value, (bool, dict)):
+            raise self.where.error(path, f"expected true, false or tracker options (track_buffer: ...), got {_type(value)}")
+        return self.build(path, track_config, value=value)
 
     def model(self, name: str) -> str:
         """A model file relative to the config's folder; a bundled name as is."""
