@@ -72,6 +72,10 @@ class _Tracks:
         )  # fmt: skip
 
 
+def _nz(mask: np.ndarray) -> np.ndarray:
+    return mask.nonzero()[0]
+
+
 def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
@@ -182,17 +186,17 @@ class ByteTrack:
         det_used = np.zeros(n, dtype=bool)
         pairs_t: list[np.ndarray] = []
         pairs_d: list[np.ndarray] = []
-        high = np.flatnonzero(scores >= cfg.high_thresh)
-        low = np.flatnonzero((scores >= cfg.low_thresh) & (scores < cfg.high_thresh))
+        high = _nz(scores >= cfg.high_thresh)
+        low = _nz((scores >= cfg.low_thresh) & (scores < cfg.high_thresh))
         pred = xyah_to_xyxy(tr.mean) if len(tr) else np.zeros((0, 4))
         matched_t = np.zeros(len(tr), dtype=bool)
 
         # 1. confirmed and lost tracks <- high detections (IoU x score, + appearance)
-        pool = np.flatnonzero(tr.state != TENTATIVE)
+        pool = _nz(tr.state != TENTATIVE)
         if pool.size and high.size:
             cost = self._cost(pred[pool], tr.cls[pool], boxes[high], cls[high], scores[high] if cfg.fuse_score else None)
             if emb is not None and tr.emb is not None and tr.emb.shape[1] == emb.shape[1]:
-                cos = np.clip(1.0 - tr.emb[pool] @ emb[high].T, 0.0, 1.0)
+                cos = np.minimum(np.maximum(1.0 - tr.emb[pool] @ emb[high].T, 0.0), 1.0)
                 gated = cost < cfg.match_thresh
                 cost = np.where(gated, (1 - cfg.appearance_weight) * cost + cfg.appearance_weight * cos, np.inf)
             r, c = match(cost, cfg.match_thresh)
@@ -205,7 +209,7 @@ class ByteTrack:
         # the tracks followed until the previous frame; taking the lost ones too lets a track
         # missed for a frame come back on a partly hidden (low-scored) detection: on the
         # generated scenes fewer misses, same or fewer switches (vidpipe bench track)
-        rest = np.flatnonzero((tr.state != TENTATIVE) & ~matched_t)
+        rest = _nz((tr.state != TENTATIVE) & ~matched_t)
         if rest.size and low.size:
             cost = self._cost(pred[rest], tr.cls[rest], boxes[low], cls[low], None)
             r, c = match(cost, 0.5)
@@ -215,7 +219,7 @@ class ByteTrack:
             det_used[low[c]] = True
 
         # 3. unconfirmed tracks <- high detections left
-        tent = np.flatnonzero(tr.state == TENTATIVE)
+        tent = _nz(tr.state == TENTATIVE)
         high_left = high[~det_used[high]]
         if tent.size and high_left.size:
             cost = self._cost(pred[tent], tr.cls[tent], boxes[high_left], cls[high_left],
@@ -241,7 +245,7 @@ class ByteTrack:
                 self._tracks = tr = tr.take(keep)
 
         # 4. new tracks from the high detections left, scored at least new_track_thresh
-        born = np.flatnonzero(~det_used & (scores >= cfg.new_track_thresh))
+        born = _nz(~det_used & (scores >= cfg.new_track_thresh))
         if born.size:
             self._birth(born, boxes, cls, emb, t, confirm=first_frame or cfg.min_hits <= 1, out=out)
         return out

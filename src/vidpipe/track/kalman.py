@@ -35,16 +35,24 @@ def _std(h: np.ndarray, per_h: np.ndarray, const: np.ndarray) -> np.ndarray:
 def xyxy_to_xyah(boxes: np.ndarray) -> np.ndarray:
     """``(N, 4)`` x1, y1, x2, y2 -> ``(N, 4)`` cx, cy, w / h, h (float64)."""
     b = np.asarray(boxes, dtype=np.float64)
-    w = b[:, 2] - b[:, 0]
-    h = np.maximum(b[:, 3] - b[:, 1], 1e-6)
-    return np.stack([(b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2, w / h, h], axis=1)
+    out = np.empty((b.shape[0], 4))
+    out[:, 3] = np.maximum(b[:, 3] - b[:, 1], 1e-6)
+    out[:, 2] = (b[:, 2] - b[:, 0]) / out[:, 3]
+    out[:, 0] = (b[:, 0] + b[:, 2]) * 0.5
+    out[:, 1] = (b[:, 1] + b[:, 3]) * 0.5
+    return out
 
 
 def xyah_to_xyxy(xyah: np.ndarray) -> np.ndarray:
     """``(N, >=4)`` cx, cy, a, h, ... -> ``(N, 4)`` x1, y1, x2, y2."""
-    cx, cy, a, h = xyah[:, 0], xyah[:, 1], xyah[:, 2], xyah[:, 3]
-    w = a * h
-    return np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=1)
+    out = np.empty((xyah.shape[0], 4))
+    half_h = xyah[:, 3] * 0.5
+    half_w = xyah[:, 2] * half_h
+    out[:, 0] = xyah[:, 0] - half_w
+    out[:, 1] = xyah[:, 1] - half_h
+    out[:, 2] = xyah[:, 0] + half_w
+    out[:, 3] = xyah[:, 1] + half_h
+    return out
 
 
 class KalmanXYAH:

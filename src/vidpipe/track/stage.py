@@ -14,8 +14,11 @@ Cost: per call of :meth:`~TrackerStage.process` (the frames of one stream in a b
 detections of all its frames are packed and copied to the host once (embeddings included), the
 tracker runs on numpy, and the ids go back to the detections' device in one copy; each result
 gets ``detections.track_ids`` ``(N,)`` int64 on that device (``-1``: not in a confirmed track).
-Measured on this project's 2-core CI-class CPU (``tests/track``, ``vidpipe bench track``): about
-4,000 frames/s with 20 detections per frame and 1,700 with 100 (32-frame batches).
+Rate of :meth:`~TrackerStage.process` (32-frame batches of CPU tensors, one stream), measured
+on a shared 2-core AMD EPYC VM: about 3,900 frames/s with 20 detections per frame and 1,450 with
+100 (process CPU time, best of 5); wall clock with the machine loaded, 2,700 and 1,150-1,390
+(``vidpipe bench track`` prints it). A frame costs ~0.25 ms plus ~5 us per detection: numpy
+call overhead, not arithmetic, so a faster core scales it directly.
 """
 
 from __future__ import annotations
