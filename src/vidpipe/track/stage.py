@@ -17,7 +17,7 @@ gets ``detections.track_ids`` ``(N,)`` int64 on that device (``-1``: not in a co
 Rate of :meth:`~TrackerStage.process` (32-frame batches of CPU tensors, one stream), measured
 on a shared 2-core AMD EPYC VM: about 3,900 frames/s with 20 detections per frame and 1,450 with
 100 (process CPU time, best of 5); wall clock with the machine loaded, 2,700 and 1,150-1,390
-(``vidpipe bench track`` prints it). A frame costs ~0.25 ms plus ~5 us per detection: numpy
+(``vidpipe bench track`` prints it). A frame costs ~0.15 ms plus ~5.5 us per detection: numpy
 call overhead, not arithmetic, so a faster core scales it directly.
 """
 
