@@ -64,15 +64,24 @@ def _cut(dst: Path, start: int, frames: int) -> Path:
 
 
 def test_serve_tracks_the_tracked_camera(tmp_path: Path):
+    import time
+
+    import vidpipe
+
     clip = _cut(tmp_path / "street.mp4", 100, 40)  # people and bicycles riding through
     cfg = tmp_path / "serve.yaml"
     cfg.write_text(
         f"device: cpu\nbatch_size: 8\noutput: out/\n"
         f"cameras:\n  - {{name: a, url: {clip}, track: true}}\n  - {{name: b, url: {clip}}}\n"
     )  # fmt: skip
-    p = subprocess.run([sys.executable, "-m", "vidpipe", "serve", str(cfg), "--table", "off", "-q"],
-                       capture_output=True, text=True, timeout=300, cwd=tmp_path)  # fmt: skip
-    assert p.returncode == 0, p.stderr
+    with vidpipe.serve(cfg) as server:
+        deadline = time.monotonic() + 240
+        while not server.idle:
+            assert time.monotonic() < deadline, "the serve run did not end"
+            time.sleep(0.2)
+        streams = {s["camera"]: s for s in server.status()["streams"]}
+    assert "tracks" in streams["a"] and "tracks" not in streams["b"]
+    assert server.summary.to_dict()["track"]["streams"]["0"]["frames"] == 40
     a = list(csv.DictReader((tmp_path / "out" / "a.detections.csv").open()))
     b = list(csv.DictReader((tmp_path / "out" / "b.detections.csv").open()))
     assert "track_id" in a[0] and "track_id" in b[0]
@@ -80,3 +89,31 @@ def test_serve_tracks_the_tracked_camera(tmp_path: Path):
     assert len(set(ids_a)) >= 2 and len(ids_a) >= 0.3 * len(a)
     assert max(ids_a.count(i) for i in set(ids_a)) >= 20  # a track over most of the 40 frames
     assert all(r["track_id"] == "" for r in b)  # camera b is not tracked (no top-level track)
+
+
+def test_serve_cli_track_flags_override_the_file(tmp_path: Path):
+    import argparse
+
+    from vidpipe.cli import serve as serve_cli
+
+    cfg = tmp_path / "serve.yaml"
+    cfg.write_text("cameras:\n  - {name: a, url: rtsp://h/a}\n  - {name: b, url: rtsp://h/b, track: false}\n")
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    serve_cli.add_parser(sub, argparse.ArgumentParser(add_help=False))
+    args = parser.parse_args(["serve", str(cfg), "--track-buffer", "3"])
+    config = serve_cli._config(args)
+    assert config.track == TrackConfig(track_buffer=3.0)
+    assert [config.tracks(c) for c in config.cameras] == [True, False]
+    assert serve_cli._config(parser.parse_args(["serve", str(cfg)])).track is None
+
+
+def test_live_table_shows_tracks_when_streams_have_them():
+    from vidpipe.cli._live_table import format_table
+
+    base = {"stream_id": 0, "status": "running", "state": "live", "fps": 25.0, "frames": 10}
+    lines = format_table({"streams": [dict(base, camera="a", tracks=3), dict(base, stream_id=1, camera="b")]})
+    assert lines[1].split()[-1] == "tracks"
+    assert lines[2].split()[-1] == "3" and lines[3].split()[-1] == "-"
+    plain = format_table({"streams": [dict(base, camera="a")]})
+    assert "tracks" not in plain[1]
