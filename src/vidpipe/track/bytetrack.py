@@ -190,11 +190,21 @@ class ByteTrack:
         low = _nz((scores >= cfg.low_thresh) & (scores < cfg.high_thresh))
         pred = xyah_to_xyxy(tr.mean) if len(tr) else np.zeros((0, 4))
         matched_t = np.zeros(len(tr), dtype=bool)
+        # every track against every detection once; each stage takes its rows and columns
+        plain = fused = None
+        if len(tr) and n:
+            iou = iou_matrix(pred, boxes)
+            plain = 1.0 - iou
+            fused = 1.0 - iou * scores[None, :] if cfg.fuse_score else plain
+            if cfg.per_class:
+                other = tr.cls[:, None] != cls[None, :]
+                plain[other] = np.inf  # never paired
+                fused[other] = np.inf
 
         # 1. confirmed and lost tracks <- high detections (IoU x score, + appearance)
         pool = _nz(tr.state != TENTATIVE)
         if pool.size and high.size:
-            cost = self._cost(pred[pool], tr.cls[pool], boxes[high], cls[high], scores[high] if cfg.fuse_score else None)
+            cost = fused[pool][:, high]
             if emb is not None and tr.emb is not None and tr.emb.shape[1] == emb.shape[1]:
                 cos = np.minimum(np.maximum(1.0 - tr.emb[pool] @ emb[high].T, 0.0), 1.0)
                 gated = cost < cfg.match_thresh
@@ -211,7 +221,7 @@ class ByteTrack:
         # generated scenes fewer misses, same or fewer switches (vidpipe bench track)
         rest = _nz((tr.state != TENTATIVE) & ~matched_t)
         if rest.size and low.size:
-            cost = self._cost(pred[rest], tr.cls[rest], boxes[low], cls[low], None)
+            cost = plain[rest][:, low]
             r, c = match(cost, 0.5)
             pairs_t.append(rest[r])
             pairs_d.append(low[c])
@@ -222,8 +232,7 @@ class ByteTrack:
         tent = _nz(tr.state == TENTATIVE)
         high_left = high[~det_used[high]]
         if tent.size and high_left.size:
-            cost = self._cost(pred[tent], tr.cls[tent], boxes[high_left], cls[high_left],
-                              scores[high_left] if cfg.fuse_score else None)  # fmt: skip
+            cost = fused[tent][:, high_left]
             r, c = match(cost, 0.7)
             pairs_t.append(tent[r])
             pairs_d.append(high_left[c])
@@ -249,15 +258,6 @@ class ByteTrack:
         if born.size:
             self._birth(born, boxes, cls, emb, t, confirm=first_frame or cfg.min_hits <= 1, out=out)
         return out
-
-    def _cost(self, tboxes, tcls, dboxes, dcls, dscores) -> np.ndarray:
-        iou = iou_matrix(tboxes, dboxes)
-        if dscores is not None:
-            iou = iou * dscores[None, :]
-        cost = 1.0 - iou
-        if self.config.per_class:
-            cost[tcls[:, None] != dcls[None, :]] = np.inf
-        return cost
 
     def _apply_matches(self, ti, di, boxes, cls, emb, t, out) -> None:
         tr = self._tracks
