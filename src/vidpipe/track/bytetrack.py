@@ -36,7 +36,7 @@ class _Tracks:
     """Struct of arrays, one row per live track."""
 
     mean: np.ndarray  # (T, 8) float64
-    cov: np.ndarray  # (T, 8, 8) float64
+    cov: np.ndarray  # (T, 3, 4) float64 (see vidpipe.track.kalman)
     state: np.ndarray  # (T,) int8: TENTATIVE / TRACKED / LOST
     ids: np.ndarray  # (T,) int64, -1 until confirmed
     hits: np.ndarray  # (T,) int64 detections matched so far (birth included)
@@ -47,7 +47,7 @@ class _Tracks:
     @classmethod
     def empty(cls) -> "_Tracks":
         z = np.zeros
-        return cls(z((0, 8)), z((0, 8, 8)), z(0, np.int8), z(0, np.int64), z(0, np.int64), z(0), z(0, np.int64), None)
+        return cls(z((0, 8)), z((0, 3, 4)), z(0, np.int8), z(0, np.int64), z(0, np.int64), z(0), z(0, np.int64), None)
 
     def __len__(self) -> int:
         return int(self.state.shape[0])

@@ -8,28 +8,37 @@ steps (1.0 is one ByteTrack frame), so a frame that comes 3 frame-times after th
 (dropped frames, ``frame_skip``) moves the boxes 3 times as far and grows their uncertainty as
 3 steps would.
 
-Shapes: ``mean`` ``(T, 8)``, ``cov`` ``(T, 8, 8)``, measurements ``(M, 4)`` ``xyah``; all float64.
+The covariance is stored compactly. That filter's process and measurement noises are diagonal
+and its initial covariance is too, so each coordinate's (position, velocity) pair never mixes
+with another's: the 8x8 covariance only ever has, per coordinate ``i``, ``var(p_i)``,
+``cov(p_i, v_i)`` and ``var(v_i)``. Keeping those three ``(T, 4)`` rows makes predict and
+update a few elementwise operations (no batched matrix products or solves) with exactly the
+8x8 filter's results (:func:`full_cov` rebuilds the 8x8 matrices; the tests compare them with
+the textbook matrix form).
+
+Shapes: ``mean`` ``(T, 8)``, ``cov`` ``(T, 3, 4)`` (rows: var(p), cov(p, v), var(v)),
+measurements ``(M, 4)`` ``xyah``; all float64.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["KalmanXYAH", "xyxy_to_xyah", "xyah_to_xyxy"]
+__all__ = ["KalmanXYAH", "xyxy_to_xyah", "xyah_to_xyxy", "full_cov"]
 
 _POS, _VEL = 1.0 / 20.0, 1.0 / 160.0
-# standard deviations = height * _H + _C, per state (or measurement) component
-_INIT_H = np.array([2 * _POS, 2 * _POS, 0, 2 * _POS, 10 * _VEL, 10 * _VEL, 0, 10 * _VEL])
-_INIT_C = np.array([0, 0, 1e-2, 0, 0, 0, 1e-5, 0])
-_Q_H = np.array([_POS, _POS, 0, _POS, _VEL, _VEL, 0, _VEL])
-_Q_C = np.array([0, 0, 1e-2, 0, 0, 0, 1e-5, 0])
-_R_H = np.array([_POS, _POS, 0, _POS])
-_R_C = np.array([0, 0, 1e-1, 0])
-_I8, _I4 = np.arange(8), np.arange(4)
+# standard deviations = height * _H + _C, per coordinate (cx, cy, a, h)
+_INIT_P_H, _INIT_P_C = np.array([2 * _POS, 2 * _POS, 0, 2 * _POS]), np.array([0, 0, 1e-2, 0])
+_INIT_V_H, _INIT_V_C = np.array([10 * _VEL, 10 * _VEL, 0, 10 * _VEL]), np.array([0, 0, 1e-5, 0])
+_Q_P_H, _Q_P_C = np.array([_POS, _POS, 0, _POS]), np.array([0, 0, 1e-2, 0])
+_Q_V_H, _Q_V_C = np.array([_VEL, _VEL, 0, _VEL]), np.array([0, 0, 1e-5, 0])
+_R_H, _R_C = np.array([_POS, _POS, 0, _POS]), np.array([0, 0, 1e-1, 0])
 
 
-def _std(h: np.ndarray, per_h: np.ndarray, const: np.ndarray) -> np.ndarray:
-    return h[:, None] * per_h + const
+def _var(h: np.ndarray, per_h: np.ndarray, const: np.ndarray) -> np.ndarray:
+    """``(T, 4)`` variances ``(h * per_h + const) ** 2``."""
+    std = h[:, None] * per_h + const
+    return std * std
 
 
 def xyxy_to_xyah(boxes: np.ndarray) -> np.ndarray:
@@ -55,47 +64,64 @@ def xyah_to_xyxy(xyah: np.ndarray) -> np.ndarray:
     return out
 
 
+def full_cov(cov: np.ndarray) -> np.ndarray:
+    """The compact ``(T, 3, 4)`` covariance as the ``(T, 8, 8)`` matrices it stands for."""
+    t = cov.shape[0]
+    out = np.zeros((t, 8, 8))
+    i = np.arange(4)
+    out[:, i, i] = cov[:, 0]
+    out[:, i, i + 4] = cov[:, 1]
+    out[:, i + 4, i] = cov[:, 1]
+    out[:, i + 4, i + 4] = cov[:, 2]
+    return out
+
+
 class KalmanXYAH:
     """Vectorised predict / update of many independent tracks (stateless: arrays in, arrays out)."""
 
     ndim = 4
 
     def initiate(self, xyah: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """New tracks at measurements ``(M, 4)`` -> ``mean (M, 8)``, ``cov (M, 8, 8)``."""
+        """New tracks at measurements ``(M, 4)`` -> ``mean (M, 8)``, ``cov (M, 3, 4)``."""
         m = xyah.shape[0]
         mean = np.zeros((m, 8))
         mean[:, :4] = xyah
-        cov = np.zeros((m, 8, 8))
-        cov[:, _I8, _I8] = _std(xyah[:, 3], _INIT_H, _INIT_C) ** 2
+        cov = np.zeros((m, 3, 4))
+        h = xyah[:, 3]
+        cov[:, 0] = _var(h, _INIT_P_H, _INIT_P_C)
+        cov[:, 2] = _var(h, _INIT_V_H, _INIT_V_C)
         return mean, cov
 
     def predict(self, mean: np.ndarray, cov: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
-        """Move every track ``dt`` steps ahead: ``x' = F x``, ``P' = F P F^T + dt * Q``."""
+        """Move every track ``dt`` steps ahead: ``x' = F x``, ``P' = F P F^T + dt * Q``, with
+        ``F = [[I, dt I], [0, I]]`` and Q from the height before the move (ByteTrack's)."""
         if mean.shape[0] == 0:
             return mean, cov
-        q = dt * _std(mean[:, 3], _Q_H, _Q_C) ** 2  # from the height before the move (ByteTrack's)
+        h = mean[:, 3]
+        pp, pv, vv = cov[:, 0], cov[:, 1], cov[:, 2]
+        out = np.empty_like(cov)
+        out[:, 0] = pp + (2 * dt) * pv + (dt * dt) * vv + dt * _var(h, _Q_P_H, _Q_P_C)
+        out[:, 1] = pv + dt * vv
+        out[:, 2] = vv + dt * _var(h, _Q_V_H, _Q_V_C)
         mean = mean.copy()
         mean[:, :4] += dt * mean[:, 4:]
-        # F P F^T by blocks (F = [[I, dt I], [0, I]]): cheaper than two batched 8x8 matmuls
-        p11, p12, p21, p22 = cov[:, :4, :4], cov[:, :4, 4:], cov[:, 4:, :4], cov[:, 4:, 4:]
-        out = np.empty_like(cov)
-        out[:, :4, :4] = p11 + dt * (p12 + p21) + (dt * dt) * p22
-        out[:, :4, 4:] = p12 + dt * p22
-        out[:, 4:, :4] = p21 + dt * p22
-        out[:, 4:, 4:] = p22
-        out[:, _I8, _I8] += q
         return mean, out
 
     def update(self, mean: np.ndarray, cov: np.ndarray, xyah: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Correct tracks ``(M, 8)``/``(M, 8, 8)`` with their measurements ``(M, 4)``."""
+        """Correct tracks ``(M, 8)`` / ``(M, 3, 4)`` with their measurements ``(M, 4)``:
+        per coordinate, ``S = var(p) + R``, gains ``var(p) / S`` and ``cov(p, v) / S``."""
         if mean.shape[0] == 0:
             return mean, cov
-        s = cov[:, :4, :4].copy()
-        s[:, _I4, _I4] += _std(mean[:, 3], _R_H, _R_C) ** 2
-        pht = cov[:, :, :4]  # P H^T, (M, 8, 4)
-        # K = P H^T S^-1 (S symmetric): solve S K^T = H P
-        gain = np.linalg.solve(s, np.swapaxes(pht, 1, 2)).swapaxes(1, 2)  # (M, 8, 4)
+        pp, pv, vv = cov[:, 0], cov[:, 1], cov[:, 2]
+        s = pp + _var(mean[:, 3], _R_H, _R_C)
+        kp = pp / s
+        kv = pv / s
         innovation = xyah - mean[:, :4]
-        new_mean = mean + np.einsum("mij,mj->mi", gain, innovation)
-        new_cov = cov - gain @ s @ np.swapaxes(gain, 1, 2)
+        new_mean = np.empty_like(mean)
+        new_mean[:, :4] = mean[:, :4] + kp * innovation
+        new_mean[:, 4:] = mean[:, 4:] + kv * innovation
+        new_cov = np.empty_like(cov)
+        new_cov[:, 0] = pp - kp * pp
+        new_cov[:, 1] = pv - kp * pv
+        new_cov[:, 2] = vv - kv * pv
         return new_mean, new_cov
