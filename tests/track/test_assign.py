@@ -19,14 +19,21 @@ def test_iou_by_hand():
     assert iou_matrix(np.array([[1, 1, 1, 1.0]]), np.array([[1, 1, 1, 1.0]]))[0, 0] == 0.0
 
 
-def test_solver_matches_scipy_on_random_matrices():
+@pytest.mark.parametrize("small", [10**9, 0], ids=["python", "numpy"])
+def test_solver_matches_scipy_on_random_matrices(monkeypatch, small):
+    """Both solvers (pure Python for small matrices, numpy for large) against scipy's."""
+    from vidpipe.track import assign
+
     scipy_lsa = pytest.importorskip("scipy.optimize").linear_sum_assignment
+    monkeypatch.setattr(assign, "_SMALL", small)
     rng = np.random.default_rng(0)
     for trial in range(200):
-        n, m = rng.integers(1, 13, 2)
+        n, m = rng.integers(1, 16, 2)
         cost = rng.random((n, m)) * 10
         if trial % 3 == 0:
             cost = np.round(cost)  # ties
+        if trial % 7 == 0:
+            cost = np.zeros((n, m))  # all tied
         r1, c1 = scipy_lsa(cost)
         r2, c2 = linear_sum_assignment(cost)
         assert len(r2) == min(n, m) == len(set(r2.tolist())) == len(set(c2.tolist()))

@@ -4,8 +4,9 @@ Why not ``scipy.optimize.linear_sum_assignment``: scipy is not a dependency of v
 add ~40 MB for one function). Tracking costs are sparse: most track/detection pairs do not
 overlap at all, and most that do are a single track on a single detection. :func:`match` takes
 those isolated pairs in one vectorised step and solves only the ambiguous rest exactly with
-:func:`linear_sum_assignment` below, a numpy shortest-augmenting-path solver (the algorithm
-scipy uses, Crouse 2016, vectorised over columns). The tests check it against scipy's.
+:func:`linear_sum_assignment` below: the shortest-augmenting-path algorithm scipy uses (Crouse
+2016), in pure Python for small matrices (where numpy's per-call cost dominates) and vectorised
+over columns with numpy for larger ones. The tests check both against scipy's.
 """
 
 from __future__ import annotations
@@ -47,12 +48,72 @@ def linear_sum_assignment(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError("cost must be finite")
     transposed = cost.shape[0] > cost.shape[1]
     c = cost.T if transposed else cost
-    col4row = _sap(np.ascontiguousarray(c))
+    if c.shape[0] * c.shape[1] <= _SMALL:  # pure Python beats numpy's per-call cost on small matrices
+        col4row = np.array(_sap_small(c.tolist(), c.shape[0], c.shape[1]), dtype=np.int64)
+    else:
+        col4row = _sap(np.ascontiguousarray(c))
     rows = np.arange(c.shape[0], dtype=np.int64)
     if transposed:
         order = np.argsort(col4row)
         return col4row[order].astype(np.int64), rows[order]
     return rows, col4row.astype(np.int64)
+
+
+#: matrices of at most this many entries are solved by :func:`_sap_small`
+_SMALL = 400
+
+
+def _sap_small(c: list[list[float]], n: int, m: int) -> list[int]:
+    """:func:`_sap` on Python lists (the same algorithm, for small matrices)."""
+    inf = float("inf")
+    u = [0.0] * n
+    v = [0.0] * m
+    col4row = [-1] * n
+    row4col = [-1] * m
+    for cur in range(n):
+        shortest = [inf] * m
+        path = [-1] * m
+        in_sr = [False] * n
+        in_sc = [False] * m
+        min_val = 0.0
+        i = cur
+        sink = -1
+        while sink < 0:
+            in_sr[i] = True
+            ci, ui = c[i], u[i]
+            best, j_best = inf, -1
+            for j in range(m):
+                if in_sc[j]:
+                    continue
+                r = min_val + ci[j] - ui - v[j]
+                if r < shortest[j]:
+                    path[j] = i
+                    shortest[j] = r
+                sj = shortest[j]
+                if sj < best or (sj == best and row4col[j] < 0 <= row4col[j_best]):
+                    best, j_best = sj, j
+            min_val = best
+            j = j_best
+            in_sc[j] = True
+            if row4col[j] < 0:
+                sink = j
+            else:
+                i = row4col[j]
+        u[cur] += min_val
+        for r in range(n):
+            if in_sr[r] and r != cur:
+                u[r] += min_val - shortest[col4row[r]]
+        for j in range(m):
+            if in_sc[j]:
+                v[j] -= min_val - shortest[j]
+        j = sink
+        while True:
+            i = path[j]
+            row4col[j] = i
+            col4row[i], j = j, col4row[i]
+            if i == cur:
+                break
+    return col4row
 
 
 def _sap(c: np.ndarray) -> np.ndarray:
