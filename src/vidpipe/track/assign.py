@@ -191,7 +191,9 @@ def match(cost: np.ndarray, thresh: float) -> tuple[np.ndarray, np.ndarray]:
     out_c = [first[isolated]]
     rest_r = np.flatnonzero((row_n > 0) & ~isolated)
     if rest_r.size:
-        rest_c = np.flatnonzero((col_n > 0) & ~np.isin(np.arange(d), out_c[0]))
+        free_c = col_n > 0
+        free_c[out_c[0]] = False
+        rest_c = free_c.nonzero()[0]
         sub_valid = valid[np.ix_(rest_r, rest_c)]
         gain = np.where(sub_valid, thresh - np.where(sub_valid, cost[np.ix_(rest_r, rest_c)], 0.0), 0.0)
         r, c = linear_sum_assignment(-gain)

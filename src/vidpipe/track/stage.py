@@ -15,10 +15,10 @@ detections of all its frames are packed and copied to the host once (embeddings 
 tracker runs on numpy, and the ids go back to the detections' device in one copy; each result
 gets ``detections.track_ids`` ``(N,)`` int64 on that device (``-1``: not in a confirmed track).
 Rate of :meth:`~TrackerStage.process` (32-frame batches of CPU tensors, one stream), measured
-on a shared 2-core AMD EPYC VM: about 3,900 frames/s with 20 detections per frame and 1,450 with
-100 (process CPU time, best of 5); wall clock with the machine loaded, 2,700 and 1,150-1,390
-(``vidpipe bench track`` prints it). A frame costs ~0.15 ms plus ~5.5 us per detection: numpy
-call overhead, not arithmetic, so a faster core scales it directly.
+on a 2-core AMD EPYC VM with the machine otherwise quiet (``vidpipe bench track`` prints it):
+about 5,200 frames/s with 20 detections per frame and 2,600 with 100 (wall clock and process CPU
+time agree). A frame costs ~0.13 ms plus ~2.5 us per detection: numpy call overhead more than
+arithmetic, so a faster core scales it directly.
 """
 
 from __future__ import annotations
