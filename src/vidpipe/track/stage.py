@@ -17,7 +17,7 @@ gets ``detections.track_ids`` ``(N,)`` int64 on that device (``-1``: not in a co
 Rate of :meth:`~TrackerStage.process` (32-frame batches of CPU tensors, one stream), measured
 on a 2-core AMD EPYC VM with the machine otherwise quiet (``vidpipe bench track`` prints it):
 about 5,200 frames/s with 20 detections per frame and 2,600 with 100 (wall clock and process CPU
-time agree). A frame costs ~0.13 ms plus ~2.5 us per detection: numpy call overhead more than
+time agree). A frame costs ~0.14 ms plus ~2.4 us per detection: numpy call overhead more than
 arithmetic, so a faster core scales it directly.
 """
 
