@@ -43,10 +43,10 @@ class TrackBench:
         return {"scenes": self.scenes, "rate": self.rate, "clip": self.clip, "notes": self.notes}
 
     def table(self) -> str:
-        lines = ["scene     tracker              MOTA    IDF1   IDsw  frag     FP     FN      fps"]
+        lines = ["scene     tracker                MOTA    IDF1   IDsw  frag     FP     FN      fps"]
         for r in self.scenes:
             lines.append(
-                f"{r['scene']:<9} {r['tracker']:<18} {r['mota']:6.3f}  {r['idf1']:6.3f}  {r['num_switches']:5.1f} "
+                f"{r['scene']:<9} {r['tracker']:<20} {r['mota']:6.3f}  {r['idf1']:6.3f}  {r['num_switches']:5.1f} "
                 f"{r['num_fragmentations']:5.1f} {r['num_false_positives']:6.1f} {r['num_misses']:6.1f} {r['fps']:8,.0f}"
             )
         if self.rate:
@@ -57,7 +57,7 @@ class TrackBench:
                       "detections; no ground truth):"]  # fmt: skip
             for name, s in self.clip["trackers"].items():
                 lines.append(
-                    f"  {name:<18} tracks {s['tracks']:4d}  tracked {s['tracked_fraction']:.2f}  median length "
+                    f"  {name:<20} tracks {s['tracks']:4d}  tracked {s['tracked_fraction']:.2f}  median length "
                     f"{s['median_length']:5.1f} frames  short (<5 frames) {s['short_tracks']:3d}"
                 )
         lines += [f"note: {n}" for n in self.notes]
