@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from vidpipe.errors import ConfigError, SourceError
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from vidpipe.models.detector import Detector
     from vidpipe.pipeline import DetectionRun
     from vidpipe.stages.base import Stage
+    from vidpipe.track.config import TrackConfig
 
 
 def build_detector(
@@ -72,6 +73,7 @@ def detect(
     results_on_host: bool = False,
     stages: "Sequence[Stage]" = (),
     keep_frames: bool = False,
+    track: "bool | Mapping[str, Any] | TrackConfig | None" = None,
     **pipeline_options: Any,
 ) -> "DetectionRun":
     """Detect objects in videos, image folders or image files.
@@ -102,6 +104,10 @@ def detect(
             uint8 RGB on ``device``, the source's size; from the same decode, no second one);
             automatic when a stage needs frames. Costs memory: see
             :class:`~vidpipe.pipeline_config.PipelineConfig` (1080p: 6.2 MB a frame).
+        track: ``True`` (or a dict of :class:`~vidpipe.track.TrackConfig` options, or a
+            ``TrackConfig``) runs a ByteTrack tracker per stream before ``stages``: each
+            frame's ``detections.track_ids`` holds its detections' track ids (``-1``: not in a
+            confirmed track yet).
 
     Returns:
         A :class:`~vidpipe.pipeline.DetectionRun`: iterate it for one
@@ -122,6 +128,11 @@ def detect(
         sources = [os.fspath(s) for s in source]
     else:
         raise ConfigError(f"invalid source={source!r}; expected a path, URL, folder, glob or a list of them")
+    if track is not None and track is not False:
+        from vidpipe.track.config import track_config
+        from vidpipe.track.stage import TrackerStage
+
+        stages = [TrackerStage(track_config(track)), *stages]
     config = PipelineConfig(
         decoder=decoder,
         batch_size=batch_size,

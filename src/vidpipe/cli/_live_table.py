@@ -59,9 +59,10 @@ def format_table(status: Mapping[str, Any], *, width: int = 100) -> list[str]:
     total = sum(float(s.get("fps") or 0.0) for s in streams)
     lines = [f"vidpipe: {len(streams)} stream{'s' * (len(streams) != 1)}, {total:.1f} fps, "
              f"up {_uptime(float(status.get('uptime_s') or 0.0))}"]  # fmt: skip
-    rest = sum(w + 2 for _, w, _ in _COLUMNS[1:])  # the other columns and their gaps
+    extra = (("tracks", 6, ">"),) if any("tracks" in s for s in streams) else ()  # serve with tracking
+    rest = sum(w + 2 for _, w, _ in _COLUMNS[1:] + extra)  # the other columns and their gaps
     name_w = max(10, min(width - rest, max((len(_label(s)) for s in streams), default=6)))
-    cols = ((_COLUMNS[0][0], name_w, "<"),) + _COLUMNS[1:]
+    cols = ((_COLUMNS[0][0], name_w, "<"),) + _COLUMNS[1:] + extra
 
     def row(cells: list[str]) -> str:
         return "  ".join(f"{_clip(c, w):{a}{w}}" for c, (_, w, a) in zip(cells, cols)).rstrip()[:width]
@@ -72,7 +73,7 @@ def format_table(status: Mapping[str, Any], *, width: int = 100) -> list[str]:
         lines.append(row([
             _label(s), _state(s), f"{float(s.get('fps') or 0.0):.1f}", _ms(lat.get("p50")), _ms(lat.get("p99")),
             str(s.get("frames", 0)), str(s.get("drops", 0)), str(s.get("reconnects", 0)),
-        ]))  # fmt: skip
+        ] + ([str(s.get("tracks", "-"))] if extra else [])))  # fmt: skip
     return lines
 
 

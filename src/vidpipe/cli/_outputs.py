@@ -87,17 +87,21 @@ class Outputs:
         self.events = events  # vidpipe.events.EventOutputs: the events table, webhooks, MQTT (or None)
         self._run = det_run
         self._names = names
+        # a `track_id` column when the run tracks (vidpipe detect --track); none otherwise
+        self._tracking = any(s.name == "track" for s in getattr(det_run.stages, "stages", ()))
         self._per_source: dict[int, "Sink"] = {}
         self._paths: set[Path] = set()
         self._single: "Sink | None" = None
         if spec.mode == "stdout":
             fmt = "jsonl" if spec.format == "auto" else spec.format
             self._single = TableSink(
-                "<stdout>", format=fmt, names=names, stream=sys.stdout, capture_times=self._live_run()  # type: ignore[arg-type]
+                "<stdout>", format=fmt, names=names, stream=sys.stdout, capture_times=self._live_run(),  # type: ignore[arg-type]
+                tracking=self._tracking,
             )
         elif spec.mode == "single":
             self._single = make_sink(
-                spec.path, names=names, format=spec.format, rotate=spec.rotate, capture_times=self._live_run()
+                spec.path, names=names, format=spec.format, rotate=spec.rotate, capture_times=self._live_run(),
+                tracking=self._tracking,
             )
         # input order in a single table: the input being written, and the rows held for later ones
         self._current = 0
@@ -129,7 +133,7 @@ class Outputs:
             self._paths.add(path)
             sink = make_sink(
                 path, names=self._names, format=self.spec.format, rotate=self.spec.rotate,
-                capture_times=self._is_live(stream_id),
+                capture_times=self._is_live(stream_id), tracking=self._tracking,
             )
             self._per_source[stream_id] = sink
         return sink

@@ -100,6 +100,10 @@ def add_parser(sub, common) -> None:
     k.add_argument("--out", default="bench-out", help="folder for the report (default: %(default)s)")
     k.set_defaults(func=run_soak, cache_dir=None)
 
+    from vidpipe.cli._track_args import add_bench_track_parser
+
+    add_bench_track_parser(kinds, common)
+
 
 def _show(result, args: argparse.Namespace, name: str) -> int:
     paths = result.write(Path(args.out), name)

@@ -17,7 +17,8 @@ from pathlib import Path
 from vidpipe.cli._embed_args import add_embed_args, with_embed_stages
 from vidpipe.cli._event_args import add_event_args, detect_events
 from vidpipe.cli._live_args import LiveWatch, add_live_args, live_options
-from vidpipe.cli._zone_args import add_zone_args, zone_stages
+from vidpipe.cli._zone_args import add_zone_args, needs_tracking, zone_stages
+from vidpipe.cli._track_args import add_track_args, track_options
 
 logger = logging.getLogger("vidpipe.cli")
 
@@ -124,6 +125,7 @@ def add_parser(sub, common) -> None:
     add_embed_args(p)
     add_zone_args(p)
     add_event_args(p)
+    add_track_args(p)
     p.set_defaults(func=run, parser=p)
 
 
@@ -229,6 +231,7 @@ def run(args: argparse.Namespace) -> int:
         letterbox=args.letterbox,
         live=live_options(args),
         stages=with_embed_stages(args, zone_stages(args)),  # the tracker goes first: --line/--zone imply it
+        track=track_options(args) or (True if needs_tracking(args) else None),
     )
     outputs = Outputs(spec, det_run, names=det_run.detector.names, events=detect_events(args, det_run, spec))
     show = args.progress == "on" or (args.progress == "auto" and not args.quiet and sys.stderr.isatty())

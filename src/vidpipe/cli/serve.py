@@ -16,6 +16,7 @@ import threading
 
 from vidpipe.cli._event_args import add_event_args, serve_events
 from vidpipe.cli._live_args import add_live_args, live_options
+from vidpipe.cli._track_args import add_track_args, track_options
 
 logger = logging.getLogger("vidpipe.cli")
 
@@ -39,6 +40,7 @@ def add_parser(sub, common) -> None:
                    "off a terminal a log line per minute)")
     add_live_args(p)
     add_event_args(p)
+    add_track_args(p)
     p.set_defaults(func=run, parser=p)
 
 
@@ -50,6 +52,8 @@ def _config(args: argparse.Namespace):
     live = live_options(args, base=config.live)
     if live != config.live:
         changes["live"] = live
+    if (track := track_options(args, base=config.track)) != config.track:
+        changes["track"] = track  # --track: every camera (but those with track: false)
     if args.metrics_host is not None and args.metrics_port is None and config.metrics.port is None:
         args.parser.error("--metrics-host needs --metrics-port PORT (or metrics: port: in the config)")
     if args.metrics_port is not None or args.metrics_host is not None:

@@ -25,6 +25,7 @@ from vidpipe.sources.options import LiveOptions
 
 if TYPE_CHECKING:
     from vidpipe.serve._yaml import Where
+    from vidpipe.track.config import TrackConfig
 
 __all__ = ["ServeConfig", "CameraConfig", "OutputConfig", "MetricsConfig", "EventsConfig", "WebhookConfig"]
 
@@ -96,6 +97,8 @@ class CameraConfig:
             a mapping ``name: [x1, y1, x2, y2, ...]`` or ``name: {points:, classes:, dwell:}``,
             ``Line``/``Zone`` objects, or ``"NAME=x1,y1,..."`` texts); need tracking.
         anchor: the box point that stands for the object for those (``bottom_center``, ...).
+        track: track this camera's objects (``True``), or not (``False``); ``None``: as the
+            top-level ``track`` says.
     """
 
     name: str
@@ -107,6 +110,7 @@ class CameraConfig:
     lines: tuple[Any, ...] = ()
     zones: tuple[Any, ...] = ()
     anchor: str = "bottom_center"
+    track: bool | None = None
 
     def __post_init__(self) -> None:
         _check("camera ", "name", self.name, F.camera_name)
@@ -117,6 +121,8 @@ class CameraConfig:
             self, "conf", _check(f"camera {self.name!r} ", "conf", self.conf, F.number(0, 1, optional=True))
         )
         _check(f"camera {self.name!r} ", "enabled", self.enabled, F.boolean)
+        if self.track is not None:
+            _check(f"camera {self.name!r} ", "track", self.track, F.boolean)
         if isinstance(self.output, (str, Path)):
             object.__setattr__(self, "output", OutputConfig(str(self.output)))
         elif self.output is not None and not isinstance(self.output, OutputConfig):
@@ -134,7 +140,7 @@ class CameraConfig:
     def __repr__(self) -> str:
         return (
             f"CameraConfig(name={self.name!r}, url={self.source_name!r}, classes={self.classes!r}, "
-            f"conf={self.conf!r}, output={self.output!r}, enabled={self.enabled!r})"
+            f"conf={self.conf!r}, output={self.output!r}, enabled={self.enabled!r}, track={self.track!r})"
         )
 
 
@@ -303,6 +309,10 @@ class ServeConfig:
         output: where cameras without their own ``output`` write.
         metrics: the Prometheus / status endpoint.
         events: where the stages' events go (table, webhooks, MQTT).
+        track: the tracker's options (:class:`~vidpipe.track.TrackConfig`) when every camera is
+            tracked (a camera's ``track: false`` opts out); ``None``: only cameras with
+            ``track: true`` are (with the default options). ``True`` or a dict of options are
+            accepted and turned into a ``TrackConfig``. Tracked runs' tables get ``track_id``.
         where: lines of a YAML file's values (for messages naming the line); ``None`` in Python.
     """
 
@@ -324,12 +334,16 @@ class ServeConfig:
     output: OutputConfig = field(default_factory=OutputConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     events: EventsConfig = field(default_factory=EventsConfig)
+    track: "TrackConfig | None" = None
     where: "Where | None" = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for name, validator in _TOP_VALIDATORS.items():
             object.__setattr__(self, name, _check("", name, getattr(self, name), validator))
         object.__setattr__(self, "cameras", tuple(self.cameras))
+        from vidpipe.track.config import track_config
+
+        object.__setattr__(self, "track", track_config(self.track))  # type: ignore[arg-type]
         for kind, name in ((LiveOptions, "live"), (OutputConfig, "output"), (MetricsConfig, "metrics"),
                            (EventsConfig, "events")):
             if not isinstance(getattr(self, name), kind):
@@ -365,6 +379,18 @@ class ServeConfig:
     def camera(self, name: str) -> CameraConfig | None:
         """The configured camera called ``name``."""
         return next((c for c in self.cameras if c.name == name), None)
+
+    def tracks(self, cam: CameraConfig) -> bool:
+        """Whether ``cam``'s objects are tracked (its own ``track``, else the top-level one; a
+        camera with lines or zones always is: they count tracks)."""
+        if cam.lines or cam.zones:
+            return True
+        return cam.track if cam.track is not None else self.track is not None
+
+    @property
+    def tracking(self) -> bool:
+        """Whether any camera may be tracked (then tables have a ``track_id`` column)."""
+        return self.track is not None or any(c.track or c.lines or c.zones for c in self.cameras)
 
     def output_of(self, cam: CameraConfig) -> OutputConfig:
         return cam.output if cam.output is not None else self.output

@@ -53,6 +53,7 @@ _CAMERA_VALIDATORS: dict[str, F.Validator] = {
     "conf": F.number(0, 1, optional=True),
     "enabled": F.boolean,
     "anchor": F.choice(*ANCHORS),
+    "track": F.boolean,
 }
 
 
@@ -151,7 +152,18 @@ class _Builder:
             kwargs["metrics"] = self.metrics(data["metrics"])
         if "events" in data:
             kwargs["events"] = self.events(data["events"])
+        if "track" in data:
+            kwargs["track"] = self.track(data["track"])
         return ServeConfig(**kwargs, where=self.where)
+
+    def track(self, value: Any) -> Any:
+        """``track: true | false | {track_buffer: 2, ...}`` -> a TrackConfig or None."""
+        from vidpipe.track.config import track_config
+
+        path = ("track",)
+        if not isinstance(value, (bool, dict)):
+            raise self.where.error(path, f"expected true, false or tracker options (track_buffer: ...), got {_type(value)}")
+        return self.build(path, track_config, value=value)
 
     def model(self, name: str) -> str:
         """A model file relative to the config's folder; a bundled name as is."""

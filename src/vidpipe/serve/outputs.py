@@ -87,7 +87,8 @@ class CameraOutputs:
             output = config.output_of(cam)
             live = key in self._live_tables or self._live_of(cam)
             with config.located(path + ("output",) if cam.output is not None else ("output",)):
-                sink = make_sink(table, names=self._names, format=fmt, rotate=output.rotate, capture_times=live)
+                sink = make_sink(table, names=self._names, format=fmt, rotate=output.rotate, capture_times=live,
+                                 tracking=config.tracking)
             self._sinks[key] = sink
             logger.info("camera %s: writing %s", cam.name, table)
         return _Route(cam.name, sink, conf, class_ids)

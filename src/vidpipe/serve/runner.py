@@ -109,6 +109,7 @@ class Server:
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
         self._summary: "RunSummary | None" = None
+        self._tracked: set[int] = set()  # stream ids the tracker stage follows
 
     # ------------------------------------------------------------------ start
     def start(self) -> "Server":
@@ -139,10 +140,16 @@ class Server:
         except BaseException:
             outputs.abort("the serve run could not start", None)
             raise
-        try:
-            from vidpipe.serve.zones import serve_zone_stages  # after the tracker (needs_tracking)
+        self._tracked = {sid for sid, (_, cam) in enumerate(enabled) if config.tracks(cam)}
+        stages = []
+        if config.tracking:  # one tracker stage; it tracks the streams in self._tracked
+            from vidpipe.track.stage import TrackerStage
 
-            stages = serve_zone_stages(config, lambda sid: config.camera(self._name_of.get(sid, "")))
+            stages.append(TrackerStage(config.track, streams=self._tracked))
+        try:
+            from vidpipe.serve.zones import serve_zone_stages  # after the tracker
+
+            stages = [*stages, *serve_zone_stages(config, lambda sid: config.camera(self._name_of.get(sid, "")))]
             run = DetectionRun(specs, detector, pconfig, keep_alive=True, stages=stages)
             outputs.attach_events(run, live_of=lambda sid: run.kind_of(sid) == "live")
         except BaseException:
@@ -216,7 +223,7 @@ class Server:
             cam = self.config.camera(name)
             if cam is None:
                 raise ConfigError(f"add_camera({name!r}): no camera of that name in the config; pass url=")
-            cam = CameraConfig(cam.name, cam.url, cam.classes, cam.conf, cam.output, True)
+            cam = CameraConfig(cam.name, cam.url, cam.classes, cam.conf, cam.output, True, cam.track)
         else:
             if isinstance(output, os.PathLike):
                 output = os.fspath(output)
@@ -228,6 +235,8 @@ class Server:
                 raise ConfigError(f"add_camera({cam.name!r}): a camera of that name is running; remove it first")
             route = outputs.prepare(cam)
             sid = run.add_source(spec)
+            if self.config.tracks(cam) and self.config.tracking:
+                self._tracked.add(sid)
             outputs.route(sid, route)
             self._active[cam.name] = sid
             self._name_of[sid] = cam.name
@@ -260,15 +269,19 @@ class Server:
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:
-        """``run.status()`` plus each stream's ``camera``, the running ``cameras``, each
+        """``run.status()`` plus each stream's ``camera`` (and ``tracks``, the tracks followed
+        now, when the camera is tracked), the running ``cameras``, each
         camera's ``tables`` and the ``metrics_url`` (JSON-able; cheap; any thread)."""
         if self.run is None:
             return {"streams": [], "cameras": {}, "tables": {}, "metrics_url": None}
         status = dict(self.run.status())
+        tracker = next((st for st in self.run.stages.stages if st.name == "track"), None)
         streams = []
         for s in status.get("streams", ()):
             s = dict(s)
             s["camera"] = self._name_of.get(int(s["stream_id"]))
+            if tracker is not None and int(s["stream_id"]) in self._tracked:
+                s["tracks"] = tracker.active_tracks(int(s["stream_id"]))  # confirmed tracks followed now
             streams.append(s)
         status["streams"] = streams
         with self._lock:

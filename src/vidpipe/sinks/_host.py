@@ -34,8 +34,8 @@ class HostRows:
         boxes: ``(N, 4)`` float32 x1, y1, x2, y2 in source pixels.
         scores: ``(N,)`` float32.
         class_ids: ``(N,)`` int64.
-        track_ids: ``(N,)`` int64 (``-1`` where ``track_valid`` is False), or ``None`` when
-            tracks were not requested.
+        track_ids: ``(N,)`` int64 (``-1`` where ``track_valid`` is False: no ``track_ids``, or a
+            negative id, i.e. not in a confirmed track), or ``None`` when tracks were not requested.
         track_valid: ``(N,)`` bool, or ``None``.
         d2h_copies: device->host copies made (0 when everything was already on the CPU).
         d2h_bytes: bytes copied from devices to the host.
@@ -110,7 +110,7 @@ def to_host(results: Sequence["FrameResult"], *, tracks: bool = False) -> HostRo
     track_ids = track_valid = None
     if tracks:
         raw = packed[:, 6]
-        track_valid = ~np.isnan(raw)
+        track_valid = ~np.isnan(raw) & (raw >= 0)  # -1: a detection not (yet) in a confirmed track
         track_ids = np.where(track_valid, raw, -1).astype(np.int64)
     return HostRows(
         results=results,

@@ -1,0 +1,13 @@
+"""Multi-object tracking: stable ids per stream (ByteTrack).
+
+- :class:`ByteTrack`: the tracker of one stream, on numpy arrays (``update(boxes, scores,
+  class_ids, t=...) -> ids``).
+- :class:`TrackerStage`: it as a pipeline stage (``vidpipe.detect(..., track=True)``).
+- :class:`TrackConfig`: the options.
+"""
+
+from vidpipe.track.bytetrack import ByteTrack
+from vidpipe.track.config import TrackConfig
+from vidpipe.track.stage import TrackerStage
+
+__all__ = ["ByteTrack", "TrackConfig", "TrackerStage"]
