@@ -23,7 +23,7 @@ def _trackers_or_skip():
         reason = (f"the trackers package cannot be imported ({exc}); pip install --no-deps trackers rich "
                   "(its opencv-python would replace opencv-python-headless's cv2)")
         if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason + "; CI must install it (.ci/run)", pytrace=False)
+            pytest.fail(reason + "; the README's install command installs it", pytrace=False)
         pytest.skip(reason)
 
 
