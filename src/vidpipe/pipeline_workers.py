@@ -94,10 +94,14 @@ class SourceWorker:
             self._on_start(state)
         name = state.spec.name
         try:
-            for inp, ready in self.source.produce(state, self._ctx):
-                if not self.queue.put(inp, ready, stop=self.stop):
-                    state.stopped = True
-                    break
+            deliver = getattr(self.source, "deliver", None)
+            if deliver is not None:  # the source puts its chunks on the queue from threads of its own
+                deliver(state, self._ctx, self.queue)
+            else:
+                for inp, ready in self.source.produce(state, self._ctx):
+                    if not self.queue.put(inp, ready, stop=self.stop):
+                        state.stopped = True
+                        break
         except VidpipeError as exc:
             self._failed(str(exc))
             logger.error("%s", exc, exc_info=logger.isEnabledFor(logging.DEBUG), extra=SOURCE_ERROR_LOG)

@@ -57,7 +57,13 @@ class SourceContext:
 @runtime_checkable
 class Source(Protocol):
     """One input of a run. ``live`` sources never end on their own, never hold one of the
-    ``max_open_sources`` slots of finite inputs, and are read latest-wins."""
+    ``max_open_sources`` slots of finite inputs, and are read latest-wins.
+
+    The run iterates :meth:`produce` in a thread of the source's own. A source whose chunks
+    arrive on threads it already has (:class:`~vidpipe.sources.live_hub.ProcessLiveSource`) may
+    also offer ``deliver(state, ctx, sink)``: the run then calls it instead, once, and it puts
+    each chunk with ``sink.put(inp, ready, stop=...)`` (``False``: refused, the run is
+    stopping) and returns when the source ends, raising what ended it."""
 
     spec: "SourceSpec"
 

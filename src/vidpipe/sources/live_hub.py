@@ -69,13 +69,95 @@ class _OneChild:
 
 
 class _Link:
-    """One stream's connection to its child: the inbox of its messages and its ring."""
+    """One stream's connection to its child. The hub's receiver thread calls :meth:`handle` for
+    each message: a frame is copied out of its slot on the link's CUDA stream and put on
+    ``sink`` right there (no thread of the stream's own wakes per frame), and its slot handed
+    back once the copy is done."""
 
-    def __init__(self, stream_id: int, child: int, ring: Any) -> None:
+    def __init__(self, stream_id: int, child: int, ring: Any, hub: "LiveHub", *, state: "SourceState",
+                 sink: Any, stop: threading.Event) -> None:  # fmt: skip
+        from vidpipe.sources.drive import stream_scope
+
         self.stream_id = stream_id
         self.child = child
         self.ring = ring
-        self.inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.hub = hub
+        self.state = state
+        self.sink = sink  # .put(inp, ready, *, stop) -> bool, as a SourceQueue
+        self.stop = stop
+        self.done = threading.Event()  # the child's stream ended (``end`` says how)
+        self.end: Any = None
+        self.refused = False  # the sink refused a frame (the run is stopping)
+        self._cuda_stream, self._scope = stream_scope(hub.device)
+        self._pending: list[tuple[Any, int]] = []  # (copy done event, slot) not handed back yet
+        self._factors: dict[tuple, tuple[Any, Any]] = {}  # (scale, pad) -> device tensors
+        self._child_drops = 0
+        self._lock = threading.Lock()
+
+    def handle(self, msg: tuple) -> None:
+        kind, fields = msg[0], msg[-1]
+        if fields is not None:
+            self._child_drops = _apply(self.state, fields, self._child_drops)
+        if kind == "live-end":
+            self.end = msg[2]
+            self.done.set()
+        elif kind == "live-frame" and not self.refused:
+            inp, ready = self._chunk(msg)
+            if not self.sink.put(inp, ready, stop=self.stop):
+                self.refused = True
+            with self._lock:
+                self._pending.append((ready, msg[2]))
+            if len(self._pending) >= SLOTS // 2:
+                self.hand_back()
+
+    def _chunk(self, msg: tuple) -> tuple[Any, Any]:
+        import torch
+
+        from vidpipe.sources.drive import ready_event
+        from vidpipe.types import ModelInput
+
+        _, _, slot, (h, w), meta, scale, pad, _ = msg
+        key = (scale, pad)
+        if key not in self._factors:
+            dev = self.hub.device
+            self._factors[key] = (torch.tensor([scale], dtype=torch.float32, device=dev),
+                                  torch.tensor([pad], dtype=torch.float32, device=dev))  # fmt: skip
+        with self._scope:
+            x = self.ring.tensors[slot][:, :h, :w].unsqueeze(0).clone()
+            ready = ready_event(self._cuda_stream)
+        sc, pd = self._factors[key]
+        return ModelInput(tensor=x, frames=(meta,), scale=sc, pad=pd), ready
+
+    def hand_back(self) -> None:
+        """Hand the slots whose copy is done back to the child, in one message."""
+        with self._lock:
+            done = [slot for ev, slot in self._pending if ev is None or ev.query()]
+            if not done:
+                return
+            self._pending = [(ev, slot) for ev, slot in self._pending if slot not in done]
+        self.hub.free(self, done)
+
+    def raise_end(self, name: str) -> None:
+        """Raise how the stream ended (nothing for a clean end)."""
+        err = self.end
+        if err is None:
+            return
+        if isinstance(err, BaseException):
+            raise err
+        raise SourceError(f"{name}: {err[0]}: {err[1]}" if isinstance(err, tuple) else str(err))
+
+
+class _Inbox:
+    """A sink for :meth:`ProcessLiveSource.produce`: chunks wait here for the iterating thread."""
+
+    def __init__(self) -> None:
+        self.chunks: queue.SimpleQueue = queue.SimpleQueue()
+
+    def put(self, inp: Any, ready: Any, *, stop: threading.Event) -> bool:
+        if stop.is_set():
+            return False
+        self.chunks.put((inp, ready))
+        return True
 
 
 class LiveHub:
@@ -105,8 +187,10 @@ class LiveHub:
             t.start()
         logger.info("live streams in %d decoder processes (started in %.1f s)", processes, self.pool.start_s)
 
-    def attach(self, spec: "SourceSpec", stream_id: int) -> _Link:
-        """Start ``spec`` as stream ``stream_id`` in the least loaded live child."""
+    def attach(self, spec: "SourceSpec", state: "SourceState", sink: Any, stop: threading.Event) -> _Link:
+        """Start ``spec`` as stream ``state.stream_id`` in the least loaded live child; its frames
+        go to ``sink``."""
+        stream_id = state.stream_id
         from vidpipe.decode.procring import Ring
 
         with self._lock:
@@ -120,11 +204,11 @@ class LiveHub:
             h, w = self.geometry.input_size
             ring = Ring(_OneChild(self.pool, child), -(stream_id + 1), (3, h, w), self.geometry.dtype,  # type: ignore[arg-type]
                         SLOTS, self.device)  # fmt: skip
-            link = self._links[stream_id] = _Link(stream_id, child, ring)
+            link = self._links[stream_id] = _Link(stream_id, child, ring, self, state=state, sink=sink, stop=stop)
         self.pool.send(child, ("live-add", stream_id, spec, ring.id))
         return link
 
-    def free(self, link: _Link, slots: list[int]) -> None:
+    def free(self, link: "_Link", slots: list[int]) -> None:
         self.pool.send(link.child, ("live-free", link.stream_id, slots))
 
     def detach(self, link: _Link) -> None:
@@ -144,13 +228,18 @@ class LiveHub:
                 break
             link = self._links.get(msg[1]) if len(msg) > 1 and isinstance(msg[1], int) else None
             if link is not None:
-                link.inbox.put(msg)
+                try:
+                    link.handle(msg)
+                except Exception as exc:  # noqa: BLE001 - this stream fails; the child's others go on
+                    link.end = SourceError(f"frames from the decoder process could not be taken: {exc}")
+                    link.done.set()
         if not self._closed:
             self.pool.mark_dead(child)
             gone = SourceError(f"its decoder process {child} exited (exit code {self.pool.procs[child].poll()})")
             for link in list(self._links.values()):
                 if link.child == child:
-                    link.inbox.put(("live-end", link.stream_id, gone, None))
+                    link.end = gone
+                    link.done.set()
 
     def cpu_seconds(self) -> float:
         """CPU seconds the decoder processes have used so far."""
@@ -179,67 +268,41 @@ class ProcessLiveSource:
         self.spec = spec
         self.hub = hub
 
-    def produce(self, state: "SourceState", ctx: "SourceContext") -> Iterator["Chunk"]:
-        """Yield one-frame ``(ModelInput, ready_event)`` chunks copied out of the child's slots."""
-        import torch
-
-        from vidpipe.sources.drive import ready_event, stream_scope
-        from vidpipe.types import ModelInput
-
-        device = self.hub.device
-        cuda_stream, scope = stream_scope(device)
+    def deliver(self, state: "SourceState", ctx: "SourceContext", sink: Any) -> None:
+        """Run until the stream ends or ``ctx.stop``: the hub's receiver thread puts each frame
+        on ``sink`` (the run's queue for this source) as it arrives; this thread only waits.
+        Raises what ended the stream (a permanent error, a dead decoder process)."""
         state.live_state = "connecting"
-        link = self.hub.attach(self.spec, state.stream_id)
-        pending: list[tuple[Any, int]] = []  # (copy done event, slot) not handed back yet
-        factors: dict[tuple, tuple[Any, Any]] = {}  # (scale, pad) -> device tensors
-        child_drops = 0
+        link = self.hub.attach(self.spec, state, sink, ctx.stop)
         try:
-            while not ctx.stop.is_set():
-                if len(pending) >= SLOTS // 2:
-                    pending = self._hand_back(link, pending)
-                try:
-                    msg = link.inbox.get(timeout=_POLL_S)
-                except queue.Empty:
-                    pending = self._hand_back(link, pending)
-                    continue
-                kind, fields = msg[0], msg[-1]
-                if fields is not None:
-                    child_drops = _apply(state, fields, child_drops)
-                if kind == "live-end":
-                    err = msg[2]
-                    if err is None:
-                        return
-                    if isinstance(err, BaseException):
-                        raise err
-                    raise SourceError(f"{self.spec.name}: {err[0]}: {err[1]}" if isinstance(err, tuple) else str(err))
-                if kind != "live-frame":
-                    continue
-                _, _, slot, (h, w), meta, scale, pad, _ = msg
-                key = (scale, pad)
-                if key not in factors:
-                    factors[key] = (torch.tensor([scale], dtype=torch.float32, device=device),
-                                    torch.tensor([pad], dtype=torch.float32, device=device))  # fmt: skip
-                with scope:
-                    x = link.ring.tensors[slot][:, :h, :w].unsqueeze(0).clone()
-                    ready = ready_event(cuda_stream)
-                pending.append((ready, slot))
-                sc, pd = factors[key]
-                yield ModelInput(tensor=x, frames=(meta,), scale=sc, pad=pd), ready
+            while not link.done.wait(_POLL_S):
+                if ctx.stop.is_set():
+                    return
+                if link.refused:
+                    state.stopped = True
+                    return
+                link.hand_back()  # a quiet stream's last slots
+            link.raise_end(self.spec.name)
         finally:
             self.hub.detach(link)
 
-    def _hand_back(self, link: _Link, pending: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
-        """Hand the slots whose copy is done back to the child (one message; half the slots at
-        a time while frames flow, to halve the messages)."""
-        left, done = [], []
-        for ev, slot in pending:
-            if ev is None or ev.query():
-                done.append(slot)
-            else:
-                left.append((ev, slot))
-        if done:
-            self.hub.free(link, done)
-        return left
+    def produce(self, state: "SourceState", ctx: "SourceContext") -> Iterator["Chunk"]:
+        """The same frames as one-frame ``(ModelInput, ready_event)`` chunks in this thread (the
+        :class:`~vidpipe.sources.base.Source` protocol; the run uses :meth:`deliver`)."""
+        state.live_state = "connecting"
+        inbox = _Inbox()
+        link = self.hub.attach(self.spec, state, inbox, ctx.stop)
+        try:
+            while not ctx.stop.is_set():
+                try:
+                    yield inbox.chunks.get(timeout=_POLL_S)
+                except queue.Empty:
+                    if link.done.is_set() and inbox.chunks.empty():
+                        link.raise_end(self.spec.name)
+                        return
+                    link.hand_back()
+        finally:
+            self.hub.detach(link)
 
 
 def _apply(state: "SourceState", fields: dict[str, Any], child_drops: int) -> int:
