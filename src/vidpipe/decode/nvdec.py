@@ -198,20 +198,9 @@ class _NvFrame:
         return 0
 
 
-def _latency(nvc: Any, low: bool) -> dict[str, Any]:
-    """``CreateDecoder``'s latency argument: ``LOW`` when asked and this PyNvVideoCodec has it.
-    Measured on an H100 with a 1080p30 stream without B-frames: the default (``NATIVE``) hands
-    a frame out two packets after its own, ``LOW`` one packet after (33 ms sooner at 30 fps)."""
-    kind = getattr(nvc, "DisplayDecodeLatencyType", None)
-    if not low or kind is None or not hasattr(kind, "LOW"):
-        return {}
-    return {"latency": kind.LOW}
-
-
-def session_key(info: StreamInfo, device: "torch.device", low_latency: bool = False) -> tuple:
+def session_key(info: StreamInfo, device: "torch.device") -> tuple:
     """What makes two streams able to share an initialized NVDEC session."""
-    return (_gpu(device), canonical_codec(info.codec), info.bit_depth, info.profile, info.width, info.height,
-            low_latency)
+    return (_gpu(device), canonical_codec(info.codec), info.bit_depth, info.profile, info.width, info.height)
 
 
 class NvdecSession:
@@ -225,7 +214,7 @@ class NvdecSession:
     kind = "nvdec"
     layout = "yuv"
 
-    def __init__(self, info: StreamInfo, device: "torch.device", *, pooled: bool = True, low_latency: bool = False) -> None:
+    def __init__(self, info: StreamInfo, device: "torch.device", *, pooled: bool = True) -> None:
         import torch
 
         nvc = nvdec_module()
@@ -234,7 +223,7 @@ class NvdecSession:
         if member is None:
             raise UnsupportedError(f"{info.source}: NVDEC does not decode {codec}")
         self.info = info
-        self.key = session_key(info, device, low_latency)
+        self.key = session_key(info, device)
         self.pooled = pooled
         self.broken = False
         self._nvc = nvc
@@ -246,7 +235,6 @@ class NvdecSession:
             cudastream=self.stream.cuda_stream,
             usedevicememory=True,
             outputColorType=nvc.OutputColorType.NATIVE,
-            **_latency(nvc, low_latency),
         )
         self._packet = nvc.PacketData()
         self._drained = True  # nothing pending: may go back to the pool
@@ -254,14 +242,11 @@ class NvdecSession:
         self._extradata = _extradata(info)
 
     @classmethod
-    def acquire(cls, info: StreamInfo, device: "torch.device", *, low_latency: bool = False) -> "NvdecSession":
-        """A pooled, already initialized session for this kind of stream, or a new one.
-        ``low_latency``: frames leave as soon as they are decoded, still in display order
-        (``DISPLAYDECODELATENCY_LOW``; live streams) instead of up to a few frames later."""
+    def acquire(cls, info: StreamInfo, device: "torch.device") -> "NvdecSession":
+        """A pooled, already initialized session for this kind of stream, or a new one."""
         from vidpipe.decode.nvdec_pool import POOL
 
-        key = session_key(info, device, low_latency)
-        sess = POOL.acquire(key, lambda: cls(info, device, low_latency=low_latency))
+        sess = POOL.acquire(session_key(info, device), lambda: cls(info, device))
         if sess.info.location != info.location:  # a reused session: now decoding another file
             sess.info = info
             sess._extradata = _extradata(info)

@@ -143,7 +143,7 @@ class NvdecLiveDecoder:
         self.reason = "NVDEC (PyNvVideoCodec) on the GPU"
         extradata = conn.stream.codec_context.extradata
         self._annexb = AnnexB(codec, bytes(extradata) if extradata else None) if codec in ("h264", "hevc") else None
-        self._session = nvdec.NvdecSession.acquire(info, device, low_latency=True)
+        self._session = nvdec.NvdecSession.acquire(info, device)
         self._session.start(None)  # type: ignore[arg-type]
         self._started = False  # decoding starts at the first keyframe
         self._deep = info.bit_depth > 8
