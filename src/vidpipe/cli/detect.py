@@ -129,6 +129,17 @@ def add_parser(sub, common) -> None:
     p.set_defaults(func=run, parser=p)
 
 
+def _tracker(args: argparse.Namespace) -> list:
+    """``[TrackerStage]`` for ``--track`` (or ``--line``/``--zone``, which count tracks), else
+    ``[]``. In the chain after ``--embeddings``' embed stage, so appearance helps the matching."""
+    options = track_options(args)
+    if options is None and not needs_tracking(args):
+        return []
+    from vidpipe.track.stage import TrackerStage
+
+    return [TrackerStage(options)]
+
+
 def _output_spec(args: argparse.Namespace):
     """The ``--output``/``--format`` of ``args`` as an :class:`OutputSpec` (parser errors name flags)."""
     from vidpipe.cli._outputs import OutputSpec
@@ -230,8 +241,7 @@ def run(args: argparse.Namespace) -> int:
         results_on_host=True,
         letterbox=args.letterbox,
         live=live_options(args),
-        stages=with_embed_stages(args, zone_stages(args)),  # the tracker goes first: --line/--zone imply it
-        track=track_options(args) or (True if needs_tracking(args) else None),
+        stages=with_embed_stages(args, [*_tracker(args), *zone_stages(args)]),  # embed, track, zones, writer
     )
     outputs = Outputs(spec, det_run, names=det_run.detector.names, events=detect_events(args, det_run, spec))
     show = args.progress == "on" or (args.progress == "auto" and not args.quiet and sys.stderr.isatty())

@@ -202,10 +202,11 @@ def event_outputs(config: "ServeConfig", run: Any, *, live_of: "Callable[[int], 
 
 
 def _narrow(r: "FrameResult", route: _Route) -> "FrameResult":
-    """``r`` with only the detections ``route`` keeps."""
-    import torch
+    """``r`` with only the detections ``route`` keeps (their embeddings too; the frame's image
+    and events as they are)."""
+    import dataclasses
 
-    from vidpipe.types import FrameResult
+    import torch
 
     d = r.detections
     keep = torch.ones(len(d), dtype=torch.bool, device=d.device)
@@ -215,4 +216,5 @@ def _narrow(r: "FrameResult", route: _Route) -> "FrameResult":
         keep &= torch.isin(d.class_ids, torch.tensor(route.class_ids, dtype=torch.int64, device=d.device))
     if bool(keep.all()):
         return r
-    return FrameResult(meta=r.meta, detections=d.select(keep), names=r.names)
+    emb = None if r.embeddings is None else r.embeddings[keep.to(r.embeddings.device)]
+    return dataclasses.replace(r, detections=d.select(keep), embeddings=emb)

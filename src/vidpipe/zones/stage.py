@@ -171,6 +171,7 @@ class Zones:
 
     name = "zones"
     needs_frames = False
+    emits_events = True  # the events table exists from the start (vidpipe.events.outputs)
 
     def __init__(
         self,
