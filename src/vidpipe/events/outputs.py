@@ -220,12 +220,6 @@ class EventOutputs:
         self._finalize(lambda s: s.abort(reason, summary))
 
     def _finalize(self, action: Callable[["Sink"], Any]) -> None:
-        first: BaseException | None = None
-        for sink in self._tables.values():
-            try:
-                action(sink)
-            except Exception as exc:  # noqa: BLE001 - finalise the others, then raise the first
-                logger.error("could not finalise %r: %s", sink, exc)
-                first = first or exc
-        if first is not None:
-            raise first
+        from vidpipe.sinks.multi import finalize_all
+
+        finalize_all(self._tables.values(), action)

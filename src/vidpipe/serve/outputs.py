@@ -159,15 +159,9 @@ class CameraOutputs:
         )
 
     def _finish(self, action: Any) -> None:
-        first: BaseException | None = None
-        for sink in self._sinks.values():
-            try:
-                action(sink)
-            except Exception as exc:  # noqa: BLE001 - finalise the others, then raise the first
-                logger.error("could not finalise %r: %s", sink, exc)
-                first = first or exc
-        if first is not None:
-            raise first
+        from vidpipe.sinks.multi import finalize_all
+
+        finalize_all(self._sinks.values(), action)
 
 
 def event_outputs(config: "ServeConfig", run: Any, *, live_of: "Callable[[int], bool]") -> Any:

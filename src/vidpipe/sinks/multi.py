@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from vidpipe.sinks.base import Sink
 
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MultiSink"]
+__all__ = ["MultiSink", "finalize_all"]
 
 
 class MultiSink(Sink):
@@ -54,15 +54,21 @@ class MultiSink(Sink):
                 raise
 
     def _finalize(self, summary: "RunSummary | None", *, complete: bool, reason: str | None) -> None:
-        errors: list[BaseException] = []
-        for sink in self.sinks:
-            try:
-                if complete:
-                    sink.close(summary)
-                else:
-                    sink.abort(reason or "aborted", summary)
-            except Exception as exc:  # noqa: BLE001 - finalise the others first
-                logger.error("could not finalise %r: %s", sink, exc)
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+        if complete:
+            finalize_all(self.sinks, lambda sink: sink.close(summary))
+        else:
+            finalize_all(self.sinks, lambda sink: sink.abort(reason or "aborted", summary))
+
+
+def finalize_all(sinks: "Iterable[Any]", action: "Callable[[Any], Any]") -> None:
+    """``action(sink)`` for every sink, even after one fails; then raise the first failure
+    (each one logged)."""
+    first: BaseException | None = None
+    for sink in sinks:
+        try:
+            action(sink)
+        except Exception as exc:  # noqa: BLE001 - finalise the others, then raise the first
+            logger.error("could not finalise %r: %s", sink, exc)
+            first = first or exc
+    if first is not None:
+        raise first
