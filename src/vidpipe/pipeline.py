@@ -314,20 +314,14 @@ class DetectionRun:
         if self._started:
             raise RuntimeError("a DetectionRun can be iterated only once")
         self._start()
-        batches = self._consume()
-        if self.stages:  # detection goes on while this thread runs the stages (vidpipe.stages.ahead)
-            from vidpipe.stages.ahead import run_ahead
-
-            batches = run_ahead(batches, name="vidpipe-model")
         try:
-            for batch in batches:
+            for batch in self._consume():
                 if self.stages:
                     with self.stats.time("stages", len(batch)):
                         batch = self.stages(batch)
                 yield batch
         finally:
             self.close()
-            batches.close()
 
     def stop(self) -> None:
         """Ask the run to end early (thread- and signal-handler-safe): the workers stop reading,
