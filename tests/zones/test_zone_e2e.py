@@ -5,7 +5,6 @@ output's .meta.json. Needs the tracker (``vidpipe.track``, ``detect(..., track=T
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -19,12 +18,6 @@ PERSON_BOX = (178, 100, 284, 386)  # around the model's box of the person (184, 
 W, H, FRAMES, FPS = 640, 384, 40, 10
 LINE = "door=320,0,320,384"  # drawn downwards: moving right (east) is "in"
 ZONE = "right=400,0,640,0,640,384,400,384"
-
-needs_tracker = pytest.mark.skipif(
-    importlib.util.find_spec("vidpipe.track") is None,
-    reason="the tracker (vidpipe.track, detect(track=True)) is not on this branch yet; runs once it is merged",
-)
-
 
 @pytest.fixture(scope="module")
 def walk_clip(tmp_path_factory) -> Path:
@@ -70,7 +63,6 @@ def test_the_clip_has_the_person_detected_where_she_walks(walk_clip):
     assert found >= FRAMES * 0.8, found
 
 
-@needs_tracker
 def test_python_run_counts_one_crossing_and_one_entry(walk_clip):
     import vidpipe
     from vidpipe.zones import Zones
@@ -86,7 +78,6 @@ def test_python_run_counts_one_crossing_and_one_entry(walk_clip):
     assert rep["zones"]["right"]["entries"] == 1 and rep["zones"]["right"]["occupancy"] == 1
 
 
-@needs_tracker
 def test_cli_writes_zone_counts_to_the_meta_json(walk_clip, tmp_path):
     out = tmp_path / "dets.csv"
     p = subprocess.run([sys.executable, "-m", "vidpipe", "detect", str(walk_clip), "--device", "cpu", "--classes",
@@ -97,13 +88,3 @@ def test_cli_writes_zone_counts_to_the_meta_json(walk_clip, tmp_path):
     zones = meta["summary"]["zones"]
     assert zones["lines"]["door"]["in"] == 1 and zones["zones"]["right"]["entries"] == 1
     assert "line door: in 1, out 0" in p.stdout
-
-
-@pytest.mark.skipif(importlib.util.find_spec("vidpipe.track") is not None, reason="the tracker is here")
-def test_cli_without_the_tracker_says_what_is_missing(walk_clip, tmp_path):
-    p = subprocess.run([sys.executable, "-m", "vidpipe", "detect", str(walk_clip), "--device", "cpu",
-                        "--max-frames", "12", "--line", LINE, "-o", str(tmp_path / "d.csv")],
-                       capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert p.returncode == 2
-    assert "vidpipe: error: zones: the detections carry no track ids" in p.stderr and "--track" in p.stderr
-    assert "Traceback" not in p.stderr
