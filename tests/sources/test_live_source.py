@@ -284,6 +284,10 @@ def test_nvdec_live_decode_matches_pyav(run_live, make_clip, cuda_detector):
     same frames and nearly the same model input as PyAV (RGB by swscale, then letterbox)."""
     clip = make_clip(width=320, height=240, frames=20, fps=30, gop=10, bframes=0)
     spec = SourceSpec("file", str(clip.path))
+    # a first run creates the pooled NVDEC session: a cold start (CUDA, the session) can take
+    # longer than the live source's lateness bound, and frames decoded that late are dropped
+    warm = run_live(spec, LiveOptions(realtime=True), detector=cuda_detector, keep_inputs=1, decoder="auto")
+    warm.thread.join(20)
     nv = run_live(spec, LiveOptions(realtime=True), detector=cuda_detector, keep_inputs=20, decoder="auto")
     nv.thread.join(20)
     av_ = run_live(spec, LiveOptions(realtime=True), detector=cuda_detector, keep_inputs=20, decoder="pyav")
