@@ -38,6 +38,7 @@ from vidpipe.latency import Meters
 from vidpipe.pipeline_config import SOURCE_ERROR_LOG, PipelineConfig, SourceState
 from vidpipe.pipeline_infer import Inference
 from vidpipe.pipeline_workers import SourceWorker
+from vidpipe.sources.live_hub import LiveProcesses
 from vidpipe.stats import PipelineStats
 from vidpipe.types import FrameResult
 
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
     from vidpipe.models.detector import Detector
     from vidpipe.pipeline_infer import _InFlight
     from vidpipe.sources.base import Source
-    from vidpipe.sources.live_hub import LiveHub
     from vidpipe.sources.spec import SourceSpec
     from vidpipe.stages.base import Stage
     from vidpipe.summary import RunSummary
@@ -58,13 +58,6 @@ __all__ = ["DetectionRun", "PipelineConfig", "SourceState", "SOURCE_ERROR_LOG"]
 
 #: how long close() waits for all workers together before it warns and leaves them (seconds)
 JOIN_TIMEOUT_S = 10.0
-
-
-def _is_live(item: Any, config: PipelineConfig) -> bool:
-    from vidpipe.sources.factory import is_live_spec
-    from vidpipe.sources.spec import SourceSpec
-
-    return is_live_spec(item, config) if isinstance(item, SourceSpec) else bool(getattr(item, "live", False))
 
 
 class DetectionRun:
@@ -129,9 +122,7 @@ class DetectionRun:
         self.stats = PipelineStats(self.device)
         self.batch_size = config.batch_size
         self.infer = Inference(detector, config, self.stats)
-        self._hub: "LiveHub | None" = None  # decoder processes of the live inputs, when used
-        self._hub_failed = False
-        self._live_inputs = sum(1 for s in specs if _is_live(s, config))
+        self._live = LiveProcesses(config=config, detector=detector, specs=specs)  # started when needed
         for spec in specs:
             self._add(spec)
 
@@ -158,7 +149,7 @@ class DetectionRun:
                 return state
             live = bool(source.live)
             if live:
-                source = self._maybe_in_process(source)
+                source = self._live.wrap(source, live_inputs=self._live_count() + 1)
             self._kinds[state.stream_id] = "live" if live else spec.kind
             capacity = self.config.live.queue_frames if live else self.config.queue_depth
             queue = self._batcher.add_queue(state, live=live, capacity=capacity)
@@ -173,26 +164,6 @@ class DetectionRun:
             if self._running:
                 worker.start()
         return state
-
-    def _maybe_in_process(self, source: "Source") -> "Source":
-        """A live stream the run's decoder processes should run (``LiveOptions.processes``),
-        as their :class:`~vidpipe.sources.live_hub.ProcessLiveSource`; else ``source``."""
-        from vidpipe.sources.live import LiveSource
-        from vidpipe.sources.live_hub import LiveHub, ProcessLiveSource, hub_processes
-
-        if not isinstance(source, LiveSource):
-            return source  # the caller's own Source runs as it is
-        if self._hub is None:
-            n = hub_processes(self.config, self.device, max(self._live_inputs, self._live_count() + 1))
-            if n <= 0 or self._hub_failed:
-                return source
-            try:
-                self._hub = LiveHub(device=self.device, processes=n, config=self.config, detector=self.detector)
-            except Exception as exc:  # noqa: BLE001 - the streams still run, in this process
-                self._hub_failed = True
-                logger.warning("decoder processes for the live streams did not start (%s); they run in threads", exc)
-                return source
-        return ProcessLiveSource(source.spec, self._hub)
 
     def _live_count(self) -> int:
         return sum(1 for k in self._kinds.values() if k == "live")
@@ -241,11 +212,11 @@ class DetectionRun:
     @property
     def live_processes(self) -> int:
         """Decoder processes running this run's live streams (0: they run in threads here)."""
-        return 0 if self._hub is None else self._hub.pool.size
+        return self._live.processes
 
     def live_processes_cpu_s(self) -> float:
         """CPU seconds those decoder processes have used so far (0 without them)."""
-        return 0.0 if self._hub is None else self._hub.cpu_seconds()
+        return self._live.cpu_seconds()
 
     @property
     def batch_timeout(self) -> float | None:
@@ -399,8 +370,7 @@ class DetectionRun:
                 st.status = "partial"
                 st.error = st.error or f"{st.spec.name}: the run stopped after {st.frames} frames"
         self.stages.close()
-        if self._hub is not None:
-            self._hub.close()
+        self._live.close()
         self.finished_at = time.perf_counter()
         self._finalized.set()
 

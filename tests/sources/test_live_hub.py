@@ -40,7 +40,7 @@ def enough(n: int, streams: int):
 
 
 def children_of(run) -> list[int]:
-    return [p.pid for p in run._hub.pool.procs]  # noqa: SLF001 - the test checks their lifetime
+    return [p.pid for p in run._live.hub.pool.procs]  # noqa: SLF001 - the test checks their lifetime
 
 
 def alive(pid: int) -> bool:
@@ -103,7 +103,7 @@ def test_a_killed_decoder_process_fails_only_its_streams(start_server):  # noqa:
     results = iter(run)
     try:
         collect(results, enough(5, 2))
-        victim = run._hub._links[0].child  # noqa: SLF001 - which child runs stream 0
+        victim = run._live.hub._links[0].child  # noqa: SLF001 - which child runs stream 0
         os.kill(children_of(run)[victim], signal.SIGKILL)
         per = collect(results, lambda p: len(p.get(1, [])) >= 20, timeout=20)
         assert len(per.get(1, [])) >= 20  # the other stream goes on

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from vidpipe.sources.base import Chunk, SourceContext
     from vidpipe.sources.spec import SourceSpec
 
-__all__ = ["LiveHub", "ProcessLiveSource", "default_processes", "THRESHOLD"]
+__all__ = ["LiveHub", "LiveProcesses", "ProcessLiveSource", "default_processes", "hub_processes", "THRESHOLD"]
 
 logger = logging.getLogger(__name__)
 
@@ -333,3 +333,55 @@ def hub_processes(config: "PipelineConfig", device: "torch.device", live_inputs:
     if device.type != "cuda" or live_inputs < THRESHOLD:
         return 0
     return default_processes()
+
+
+class LiveProcesses:
+    """A run's decoder processes for its live inputs: a :class:`LiveHub` started when the first
+    live stream that should run in one is added (:func:`hub_processes` decides; ``specs``: the
+    run's inputs at its start, so a run that starts with many cameras uses processes for all).
+    A hub that fails to start is logged once; the streams then run in threads."""
+
+    def __init__(self, *, config: "PipelineConfig", detector: Any, specs: "Any" = ()) -> None:
+        from vidpipe.sources.factory import is_live_spec
+        from vidpipe.sources.spec import SourceSpec
+
+        self.config = config
+        self.detector = detector
+        self.hub: LiveHub | None = None
+        self._failed = False
+        self._at_start = sum(
+            1 for s in specs
+            if (is_live_spec(s, config) if isinstance(s, SourceSpec) else bool(getattr(s, "live", False)))
+        )  # fmt: skip
+
+    def wrap(self, source: Any, *, live_inputs: int) -> Any:
+        """``source`` as a :class:`ProcessLiveSource` when decoder processes should run it (an
+        in-process :class:`~vidpipe.sources.live.LiveSource`; ``live_inputs`` of the run so far,
+        this one included); else ``source`` itself (a caller's own Source always runs as it is)."""
+        from vidpipe.sources.live import LiveSource
+
+        if not isinstance(source, LiveSource):
+            return source
+        if self.hub is None:
+            n = hub_processes(self.config, self.detector.device, max(self._at_start, live_inputs))
+            if n <= 0 or self._failed:
+                return source
+            try:
+                self.hub = LiveHub(device=self.detector.device, processes=n, config=self.config, detector=self.detector)
+            except Exception as exc:  # noqa: BLE001 - the streams still run, in this process
+                self._failed = True
+                logger.warning("decoder processes for the live streams did not start (%s); they run in threads", exc)
+                return source
+        return ProcessLiveSource(source.spec, self.hub)
+
+    @property
+    def processes(self) -> int:
+        """Decoder processes alive now (0: none)."""
+        return 0 if self.hub is None else self.hub.pool.size
+
+    def cpu_seconds(self) -> float:
+        return 0.0 if self.hub is None else self.hub.cpu_seconds()
+
+    def close(self) -> None:
+        if self.hub is not None:
+            self.hub.close()
