@@ -10,24 +10,9 @@ import pytest
 import torch
 
 import vidpipe
+from test_keep_frames import pyav_rgb  # PyAV's rgb24 of every frame, the reference
 
 pytestmark = pytest.mark.gpu
-
-SPACES = {"bt601": 5, "bt709": 1}
-
-
-def pyav_rgb(clip) -> list[np.ndarray]:
-    import av
-
-    with av.open(str(clip.path)) as c:
-        return [
-            f.reformat(
-                format="rgb24",
-                src_colorspace=SPACES[clip.colorspace],
-                src_color_range=1 if clip.color_range == "limited" else 2,
-            ).to_ndarray()
-            for f in c.decode(video=0)
-        ]
 
 
 @pytest.fixture(scope="module", autouse=True)

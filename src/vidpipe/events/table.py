@@ -27,9 +27,9 @@ from vidpipe.sinks import _atomic
 from vidpipe.sinks.base import Sink
 from vidpipe.sinks.paths import table_format
 from vidpipe.sinks.rotate import RotatingTableSink
-from vidpipe.sinks.table import _outcome, metadata_path
-from vidpipe.sources.redact import redact_text, redact_url
-from vidpipe.summary import jsonable, redacted, vidpipe_version
+from vidpipe.sinks.table import metadata_path, outcome, running, sealed
+from vidpipe.sources.redact import redact_url
+from vidpipe.summary import vidpipe_version
 
 if TYPE_CHECKING:
     from vidpipe.stages.base import Event
@@ -145,19 +145,13 @@ class EventTableSink(Sink):
         self.rows += len(events)
 
     def _running_metadata(self) -> dict[str, Any]:
-        meta = self.metadata(None, complete=False)
-        meta.update(status="running", finished=False, pid=os.getpid())
-        if self.temp_path is not None:
-            meta["temporary"] = str(self.temp_path)
-        return meta
+        return running(self.metadata(None, complete=False), self.temp_path)
 
     def metadata(
         self, summary: "RunSummary | None" = None, *, complete: bool = True, reason: str | None = None
     ) -> dict[str, Any]:
         """The sidecar's content (JSON-safe, credentials masked); status as for detection tables."""
-        status = _outcome(summary, complete=complete)
-        if reason is None and status != "complete":
-            reason = "no input could be read" if status == "failed" else "some inputs failed or were cut short"
+        status, reason = outcome(summary, complete=complete, reason=reason)
         meta = {
             "vidpipe_version": vidpipe_version(),
             "path": str(self.path),
@@ -169,7 +163,7 @@ class EventTableSink(Sink):
             "finished": True,
             "complete": status == "complete",
             "status": status,
-            "reason": None if reason is None else redact_text(reason),
+            "reason": reason,
             "frames": self.frames,
             "events": self.rows,
             "by_kind": dict(self._kinds),
@@ -177,11 +171,7 @@ class EventTableSink(Sink):
             "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "summary": None if summary is None else summary.to_dict(),
         }
-        meta.update(jsonable(self._extra_metadata))
-        if summary is not None:  # stage reports ("zones": counts) at the top, as in the detection tables
-            for name, report in summary.stages.items():
-                meta.setdefault(name, jsonable(report))
-        return redacted(meta)
+        return sealed(meta, self._extra_metadata, summary)
 
     def _finalize(self, summary: "RunSummary | None", *, complete: bool, reason: str | None) -> None:
         meta = self.metadata(summary, complete=complete, reason=reason)

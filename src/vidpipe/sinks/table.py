@@ -98,6 +98,33 @@ def _outcome(summary: "RunSummary | None", *, complete: bool) -> str:
     return "partial"
 
 
+def outcome(summary: "RunSummary | None", *, complete: bool, reason: str | None) -> tuple[str, str | None]:
+    """A finalised table's status (:func:`_outcome`) and its reason (a default one when it is not
+    complete), credentials masked."""
+    status = _outcome(summary, complete=complete)
+    if reason is None and status != "complete":
+        reason = "no input could be read" if status == "failed" else "some inputs failed or were cut short"
+    return status, None if reason is None else redact_text(reason)
+
+
+def sealed(meta: dict[str, Any], extra: Any, summary: "RunSummary | None") -> dict[str, Any]:
+    """``meta`` with the caller's ``extra`` metadata and the stage reports (``"zones"``: counts)
+    at the top, as in the summary; JSON-safe, credentials masked."""
+    meta.update(jsonable(extra))
+    if summary is not None:
+        for name, report in summary.stages.items():
+            meta.setdefault(name, jsonable(report))
+    return redacted(meta)
+
+
+def running(meta: dict[str, Any], temp_path: "Path | None") -> dict[str, Any]:
+    """``meta`` marked as the sidecar of a table still being written (by this process)."""
+    meta.update(status="running", finished=False, pid=os.getpid())
+    if temp_path is not None:
+        meta["temporary"] = str(temp_path)
+    return meta
+
+
 class TableSink(Sink):
     """Writes one row per detection to ``path`` (CSV, JSONL or Parquet).
 
@@ -250,11 +277,7 @@ class TableSink(Sink):
             entry[1] += count
 
     def _running_metadata(self) -> dict[str, Any]:
-        meta = self.metadata(None, complete=False)
-        meta.update(status="running", finished=False, pid=os.getpid())
-        if self.temp_path is not None:
-            meta["temporary"] = str(self.temp_path)
-        return meta
+        return running(self.metadata(None, complete=False), self.temp_path)
 
     def metadata(
         self, summary: "RunSummary | None" = None, *, complete: bool = True, reason: str | None = None
@@ -264,11 +287,7 @@ class TableSink(Sink):
         ``complete=False`` is an aborted output; otherwise the status follows ``summary``
         (see the module docstring).
         """
-        status = _outcome(summary, complete=complete)
-        if reason is None and status != "complete":
-            reason = "no input could be read" if status == "failed" else "some inputs failed or were cut short"
-        if reason is not None:
-            reason = redact_text(reason)
+        status, reason = outcome(summary, complete=complete, reason=reason)
         meta = {
             "vidpipe_version": vidpipe_version(),
             "path": str(self.path),
@@ -288,11 +307,7 @@ class TableSink(Sink):
             "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "summary": None if summary is None else summary.to_dict(),
         }
-        meta.update(jsonable(self._extra_metadata))
-        if summary is not None:  # stage reports ("zones": counts) at the top, as in the summary
-            for name, report in summary.stages.items():
-                meta.setdefault(name, jsonable(report))
-        return redacted(meta)
+        return sealed(meta, self._extra_metadata, summary)
 
     def _finalize(self, summary: "RunSummary | None", *, complete: bool, reason: str | None) -> None:
         meta = self.metadata(summary, complete=complete, reason=reason)
