@@ -8,7 +8,6 @@ Servers whose packages are missing skip the test with the reason, and fail it un
 from __future__ import annotations
 
 import logging
-import os
 import time
 
 import pytest
@@ -17,17 +16,11 @@ from vidpipe.sources.options import LiveOptions
 
 from live_fixtures import run_live, small_detector  # noqa: F401 - fixtures
 
+from live.need import require
+
 servers = pytest.importorskip("live.servers", reason="tests/live/servers.py (the servers fixtures) is missing")
 
 OPTS = dict(open_timeout=5.0, read_timeout=3.0, stall_timeout=3.0, reconnect_min=0.25, reconnect_max=1.0)
-
-
-def require(reason: str | None) -> None:
-    if reason is None:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{reason}; CI must install it (.ci/run)", pytrace=False)
-    pytest.skip(reason)
 
 
 @pytest.fixture

@@ -3,8 +3,6 @@ switches), and beside the ``trackers`` package's ByteTrack on the same detection
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
@@ -14,17 +12,17 @@ from vidpipe.bench.track_scenes import SceneSpec, make_scene  # noqa: E402
 from vidpipe.bench.track_score import TRACKERS_MATCHED, run_trackers, run_vidpipe, score  # noqa: E402
 from vidpipe.track import ByteTrack, TrackConfig  # noqa: E402
 
+from live.need import require  # noqa: E402
+
 
 def _trackers_or_skip():
-    """Skip without the trackers package, but fail under CI=true (.ci/run installs it)."""
+    """Skip without the trackers package, but fail under CI=true (the README's install command
+    installs it)."""
     try:
         import trackers  # noqa: F401
     except Exception as exc:  # noqa: BLE001
-        reason = (f"the trackers package cannot be imported ({exc}); pip install --no-deps trackers rich "
-                  "(its opencv-python would replace opencv-python-headless's cv2)")
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason + "; the README's install command installs it", pytrace=False)
-        pytest.skip(reason)
+        require(f"the trackers package cannot be imported ({exc}); pip install --no-deps trackers "
+                "(its opencv-python would replace opencv-python-headless's cv2)")
 
 
 def test_easy_scene_keeps_every_identity():
