@@ -52,8 +52,8 @@ def parse_mqtt_url(url: str) -> dict[str, Any]:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in ("mqtt", "mqtts") or not parts.hostname:
-        raise ConfigError(f"MQTT URL {shown!r}: expected mqtt://[USER:PASSWORD@]HOST[:PORT]/TOPIC-PREFIX "
-                          "(or mqtts:// for TLS)")
+        raise ConfigError(f"MQTT URL {shown!r}: expected mqtt://HOST[:PORT]/TOPIC-PREFIX (mqtts:// for TLS; "
+                          "a user and password go before HOST, as in any URL)")
     try:
         port = parts.port
     except ValueError as exc:
