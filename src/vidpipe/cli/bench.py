@@ -23,6 +23,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _processes(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"expected 0 (threads) to 64 decoder processes, got {text!r}")
+    return value
+
+
 def add_parser(sub, common) -> None:
     p = sub.add_parser("bench", parents=[common], help="benchmark vidpipe against its peers")
     kinds = p.add_subparsers(dest="bench", metavar="KIND")
@@ -77,7 +87,7 @@ def add_parser(sub, common) -> None:
     s.add_argument("--batch-timeout", type=float, default=None, metavar="S",
                    help="seconds a partial batch waits (default: one frame interval)")
     s.add_argument("--decoder", default="auto", help="video decoder of the streams: auto, nvdec, pyav")
-    s.add_argument("--live-processes", type=int, default=None, metavar="N",
+    s.add_argument("--live-processes", type=_processes, default=None, metavar="N",
                    help="decoder processes for the streams (0: threads; default: automatic, see LiveOptions.processes)")
     s.add_argument("--nginx-root", default=None, metavar="DIR",
                    help="nginx + libnginx-mod-rtmp unpacked with dpkg -x (default: the system's)")
