@@ -93,7 +93,7 @@ class DetectionRun:
     ) -> None:
         from vidpipe.stages.runner import StageRunner
 
-        self.stages = StageRunner(stages)
+        self.stages = StageRunner(stages, timer=self._time_stage)
         if self.stages.needs_frames and not config.keep_frames:
             # a stage reads FrameResult.image: the sources keep the frames they decode
             config = dataclasses.replace(config, keep_frames=True)
@@ -280,6 +280,9 @@ class DetectionRun:
             self.stats.frames += 1
             self.stats.detections += len(r.detections)
         self.meters.record(results)
+
+    def _time_stage(self, name: str, seconds: float, frames: int) -> None:
+        self.stats.add(name, seconds, frames)
 
     def _run(self) -> Iterator[list[FrameResult]]:
         if self._started:

@@ -92,3 +92,62 @@ def test_stages_run_in_a_real_detection_and_report_in_the_summary_and_meta(make_
     d = summary.to_dict()
     assert d["recorder"] == {"frames": 19} and d["stages"] == {"recorder": {"frames": 19}}
     json.dumps(d)
+
+
+def test_each_stage_is_timed_under_its_name_in_the_run_stats(make_clip):
+    import time as _time
+
+    class Slow:
+        name = "slow"
+        needs_frames = False
+
+        def process(self, results):
+            _time.sleep(0.002 * len(results))
+            return results
+
+        def reset(self, stream_id):
+            pass
+
+        def report(self):
+            return {}
+
+        def close(self):
+            pass
+
+    clip = make_clip(frames=8).path
+    run = vidpipe.detect(str(clip), device="cpu", decoder="pyav", batch_size=4, stages=[Slow()])
+    n = sum(1 for _ in run)
+    ms = run.get_stats()["stages_ms_per_frame"]
+    assert n > 0
+    assert ms["slow"] >= 2.0  # the stage's own time, per frame
+    assert ms["stages"] >= ms["slow"]
+
+
+def test_a_stage_may_not_take_a_pipeline_step_name():
+    class Named:
+        name = "decode"
+        needs_frames = False
+
+        def process(self, results):
+            return results
+
+        def reset(self, stream_id):
+            pass
+
+        def report(self):
+            return {}
+
+        def close(self):
+            pass
+
+    with pytest.raises(ConfigError, match="'decode' names a step of the pipeline"):
+        StageRunner([Named()])
+
+
+def test_the_text_summary_lists_each_stage_in_ms_per_frame(make_clip):
+    clip = make_clip(frames=6).path
+    run = vidpipe.detect(str(clip), device="cpu", batch_size=3, stages=[Recorder()])
+    list(run)
+    text = run.summary().format_text()
+    line = next(li for li in text.splitlines() if li.startswith("ms per frame: "))
+    assert "decode" in line and "model" in line and "recorder" in line

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from vidpipe.errors import ConfigError
@@ -16,6 +17,9 @@ __all__ = ["StageRunner"]
 
 logger = logging.getLogger(__name__)
 
+# the run's own timed steps (PipelineStats): a stage may not take one of these names
+_PIPELINE_STAGES = frozenset({"decode", "preprocess", "model", "postprocess", "stages"})
+
 
 class StageRunner:
     """Groups a batch's results by stream (order kept within each), passes each group through
@@ -24,11 +28,21 @@ class StageRunner:
     A stream whose ``FrameMeta.connection`` changes (a live reconnect) is reset in every stage
     before its next frame is processed; :meth:`reset` does it on demand (a stream removed).
 
+    ``timer(name, seconds, frames)``, when given, is charged each stage's host wall time under the
+    stage's name (``"track"``, ``"zones"``, ``"annotate"``, ...), so the run's statistics show
+    each stage in ms per frame beside decode and model. Work a stage leaves queued on the GPU
+    is charged to whoever waits for it.
+
     Raises:
         ConfigError: two stages with one name, or an object that is not a stage.
     """
 
-    def __init__(self, stages: "Sequence[Stage]") -> None:
+    def __init__(
+        self,
+        stages: "Sequence[Stage]",
+        *,
+        timer: "Callable[[str, float, int], None] | None" = None,
+    ) -> None:
         from vidpipe.stages.base import Stage
 
         names: set[str] = set()
@@ -41,7 +55,13 @@ class StageRunner:
             if s.name in names:
                 raise ConfigError(f"stages: two stages are named {s.name!r}; names must be unique")
             names.add(s.name)
+        reserved = names & _PIPELINE_STAGES
+        if reserved:
+            raise ConfigError(
+                f"stages: {sorted(reserved)[0]!r} names a step of the pipeline itself; give the stage another name"
+            )
         self.stages = tuple(stages)
+        self._timer = timer
         self._connection: dict[int, int] = {}
         self._closed = False
 
@@ -66,7 +86,10 @@ class StageRunner:
                 self.reset(sid)
             group: Sequence[FrameResult] = [results[i] for i in rows]
             for stage in self.stages:
+                t0 = time.perf_counter()
                 group = stage.process(group)
+                if self._timer is not None:
+                    self._timer(stage.name, time.perf_counter() - t0, len(rows))
                 if len(group) != len(rows):
                     raise RuntimeError(f"stage {stage.name!r} returned {len(group)} results for {len(rows)} frames")
             for i, r in zip(rows, group):
