@@ -142,10 +142,15 @@ class Annotator:
     def _static(self, height: int, width: int, device: "torch.device") -> StaticLayer | None:
         if not self.lines and not self.zones:
             return None
-        t = self.thickness or default_thickness(height, width)
-        atlas = self._atlas(default_font_size(height, width), device)
-        return self._cached(("static", height, width, str(device)),
-                            lambda: build_static(self.lines, self.zones, height, width, t, atlas))  # fmt: skip
+        import torch
+
+        def make() -> StaticLayer:  # rasterised on the CPU (the same bytes for every device), then moved
+            t = self.thickness or default_thickness(height, width)
+            cpu = torch.device("cpu")
+            layer = build_static(self.lines, self.zones, height, width, t, self._atlas(default_font_size(height, width), cpu))
+            return layer.to(device)
+
+        return self._cached(("static", height, width, str(device)), make)
 
     def _blur_ids(self, names: tuple[str, ...], device: "torch.device") -> "torch.Tensor":
         import torch
@@ -194,8 +199,11 @@ class Annotator:
         n = len(det)
         packed = _pack(det, dev)
         boxes, cls = packed[:, :4], packed[:, 5].long()
-        out = pixelate(img, boxes, torch.isin(cls, self._blur_ids(tuple(result.names), dev))) if self.blur and n \
-            else img.clone()  # fmt: skip
+        if self.blur and n:  # (isin would sync on CUDA: it sorts for more than a few elements)
+            chosen = (cls[:, None] == self._blur_ids(tuple(result.names), dev)[None, :]).any(1)
+            out = pixelate(img, boxes, chosen)
+        else:
+            out = img.clone()
         static = self._static(h, w, dev)
         if static is not None:
             static.blend(out)
