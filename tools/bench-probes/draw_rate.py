@@ -9,6 +9,7 @@ what bounds frames/s on a fast GPU. Prints ms/frame and frames/s. Run with PYTHO
 at vidpipe's src:
 
     python tools/bench-probes/draw_rate.py [--device cuda] [--frames 500] [--size 1080x1920] [--threads 1,4,16]
+    python tools/bench-probes/draw_rate.py --device cpu --frames 20 --threads 1 --torch-threads 1
 """
 
 from __future__ import annotations
@@ -93,7 +94,11 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=500)
     ap.add_argument("--size", default="1080x1920", help="HxW")
     ap.add_argument("--threads", default="1,4,16")
+    ap.add_argument("--torch-threads", type=int, default=None,
+                    help="torch.set_num_threads (CPU runs on a busy machine: 1 avoids OpenMP stalls)")
     args = ap.parse_args()
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
     h, w = (int(v) for v in args.size.split("x"))
     r = scene(h, w, args.device)
     zones, lines = ("bay=100,100,700,150,600,600,150,500",), ("door=900,800,1800,700",)
