@@ -253,7 +253,7 @@ class Annotator:
             alpha, text_w = _render(atlas, codes, margin, 2 * margin + bound + atlas.cell_width)
             lh, lw_max = alpha.shape[1], alpha.shape[2]
             lw = torch.where(text_w > 0, text_w + 2 * margin, 0)
-            x1, y1 = xyxy[:, 0], torch.minimum(xyxy[:, 1], xyxy[:, 3])
+            x1, y1 = torch.minimum(xyxy[:, 0], xyxy[:, 2]), torch.minimum(xyxy[:, 1], xyxy[:, 3])
             lx = torch.minimum(x1 - hw, w - lw).clamp(min=0)
             above = y1 - hw - lh
             ly = torch.where(above >= 0, above, y1 + hw + 1)
