@@ -127,13 +127,14 @@ class PreviewHub:
         Keeps a reference (no copy; see the module docstring), never blocks on encoding.
 
         Raises:
-            ValueError: ``image`` is not a ``(3, H, W)`` uint8 tensor.
+            ValueError: ``image`` is not a non-empty ``(3, H, W)`` uint8 tensor.
         """
         import torch
 
-        if not isinstance(image, torch.Tensor) or image.dim() != 3 or image.shape[0] != 3 or image.dtype != torch.uint8:
+        if not isinstance(image, torch.Tensor) or image.dim() != 3 or image.shape[0] != 3 or image.dtype != torch.uint8 \
+                or image.shape[1] < 1 or image.shape[2] < 1:
             shape = tuple(image.shape) if isinstance(image, torch.Tensor) else type(image).__name__
-            raise ValueError(f"PreviewHub.push: image must be a (3, H, W) uint8 tensor, got {shape}")
+            raise ValueError(f"PreviewHub.push: image must be a (3, H, W) uint8 tensor, H and W >= 1, got {shape}")
         ready = None
         if image.device.type == "cuda":
             ready = torch.cuda.Event()

@@ -57,15 +57,16 @@ def encode_jpeg(image: "torch.Tensor", *, quality: int = 80, max_width: int | No
         The JPEG file's bytes (baseline, 4:2:0 as the encoder chooses).
 
     Raises:
-        ValueError: not a ``(3, H, W)`` uint8 tensor, or ``quality`` outside 1..100.
+        ValueError: not a non-empty ``(3, H, W)`` uint8 tensor, or ``quality`` outside 1..100.
     """
     import torch
 
     from vidpipe._tvops import load
 
-    if not isinstance(image, torch.Tensor) or image.dim() != 3 or image.shape[0] != 3 or image.dtype != torch.uint8:
+    if not isinstance(image, torch.Tensor) or image.dim() != 3 or image.shape[0] != 3 or image.dtype != torch.uint8 \
+            or image.shape[1] < 1 or image.shape[2] < 1:
         shape = tuple(image.shape) if isinstance(image, torch.Tensor) else type(image).__name__
-        raise ValueError(f"encode_jpeg: expected a (3, H, W) uint8 tensor, got {shape}")
+        raise ValueError(f"encode_jpeg: expected a (3, H, W) uint8 tensor, H and W >= 1, got {shape}")
     if not 1 <= int(quality) <= 100:
         raise ValueError(f"encode_jpeg: quality={quality!r}; expected 1 to 100")
     load("image")
