@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import signal
 import subprocess
@@ -40,14 +41,29 @@ def _snapshot(base: str, sid: int) -> tuple[np.ndarray, int]:
         return decode(r.read()), int(r.headers["X-Vidpipe-Frame"])
 
 
-def _matches(jpeg_rgb: np.ndarray, frame: np.ndarray) -> None:
+def _annotated(jpeg_rgb: np.ndarray, frame: np.ndarray, boxes: list[tuple[float, float, float, float]]) -> None:
+    """``jpeg_rgb`` is ``frame`` (PyAV's decode of the input) outside the detections' boxes (and
+    their labels), and differs from it on the boxes' outlines (drawn by the annotator)."""
     assert jpeg_rgb.shape == frame.shape
-    assert np.abs(jpeg_rgb.astype(int) - frame.astype(int)).mean() < 6
+    diff = np.abs(jpeg_rgb.astype(int) - frame.astype(int)).max(axis=2)
+    h, w = diff.shape
+    outside = np.ones((h, w), bool)
+    outline = np.zeros((h, w), bool)
+    for x1, y1, x2, y2 in boxes:
+        a, b = int(np.clip(x1, 0, w - 1)), int(np.clip(x2, 0, w - 1))
+        c, d = int(np.clip(y1, 0, h - 1)), int(np.clip(y2, 0, h - 1))
+        outside[max(0, c - 24) : d + 6, max(0, a - 6) : b + 6] = False  # the box, its label above
+        outline[c, a : b + 1] = outline[d, a : b + 1] = True
+        outline[c : d + 1, a] = outline[c : d + 1, b] = True
+    assert outside.mean() > 0.2
+    assert diff[outside].mean() < 6
+    if boxes:
+        assert diff[outline].mean() > 25  # the boxes are drawn
 
 
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return cut(tmp_path_factory.mktemp("preview-cli") / "street.mp4", 100, start=25)
+    return cut(tmp_path_factory.mktemp("preview-cli") / "street.mp4", 100, start=35)  # people from frame 0
 
 
 def test_detect_preview_flag(make_clip, tmp_path: Path) -> None:
@@ -72,7 +88,6 @@ def test_detect_preview_flag(make_clip, tmp_path: Path) -> None:
         assert url is not None and url.endswith("/preview"), "".join(lines)
         base = url.removesuffix("/preview")
         rgb, index = _snapshot(base, 0)
-        _matches(rgb, _pyav_frame(clip, index))
         with urllib.request.urlopen(url, timeout=10) as r:
             assert str(clip).encode() in r.read()
     finally:
@@ -81,6 +96,9 @@ def test_detect_preview_flag(make_clip, tmp_path: Path) -> None:
     lines.append(err)
     assert p.returncode == 130, "".join(lines)
     assert "".join(lines).count("preview at ") == 1
+    with (tmp_path / "d.csv").open() as f:  # complete after the interrupt: every frame detected
+        boxes = [tuple(float(r[k]) for k in ("x1", "y1", "x2", "y2")) for r in csv.DictReader(f) if int(r["frame"]) == index]
+    _annotated(rgb, _pyav_frame(clip, index), boxes)
 
 
 def test_detect_preview_needs_a_metrics_port(capsys) -> None:
@@ -96,13 +114,22 @@ def test_serve_preview(clip: Path, tmp_path: Path) -> None:
         cameras=(CameraConfig("door", str(clip)),), device="cpu", imgsz=IMGSZ, batch_size=4,
         output=OutputConfig(str(tmp_path / "out") + "/"), metrics=MetricsConfig(port=0, preview=True),
     )  # fmt: skip
-    with vidpipe.serve(config) as server:
+    boxes: dict[int, list] = {}
+
+    def keep(batch) -> None:
+        for r in batch:
+            boxes[r.meta.index] = [tuple(map(float, b)) for b in r.detections.boxes.tolist()]
+
+    with vidpipe.serve(config, on_batch=keep) as server:
         base = server.metrics_url.removesuffix("/metrics")
         deadline = time.monotonic() + 60
         while not server.run.stages.stages[-1].hub.has(0) and time.monotonic() < deadline:
             time.sleep(0.05)
         rgb, index = _snapshot(base, 0)
-        _matches(rgb, _pyav_frame(clip, index))
+        while index not in boxes and time.monotonic() < deadline:  # the batch is delivered after the stages
+            time.sleep(0.05)
+        assert boxes[index], "the street clip's frames have detections"
+        _annotated(rgb, _pyav_frame(clip, index), boxes[index])
         with urllib.request.urlopen(base + "/preview", timeout=10) as r:
             assert b"door" in r.read()
         hub = server.run.stages.stages[-1].hub

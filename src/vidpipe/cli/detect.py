@@ -144,16 +144,19 @@ def _tracker(args: argparse.Namespace) -> list:
 
 
 def _preview(args: argparse.Namespace) -> tuple:
-    """``(hub, [PreviewStage])`` for ``--preview``, else ``(None, [])``. Last in the chain, so the
-    frames it shows carry what the other stages found."""
+    """``(hub, [PreviewStage])`` for ``--preview``, else ``(None, [])``: the annotated frames
+    (boxes, labels, track ids, ``--line``/``--zone``). Last in the chain, so the frames it shows
+    carry what the other stages found."""
     if not getattr(args, "preview", False):
         return None, []
     if args.metrics_port is None:
         args.parser.error("--preview needs --metrics-port PORT (the page is served beside the metrics; 0: a free port)")
+    from vidpipe.draw import Annotator
     from vidpipe.preview import PreviewHub, PreviewStage
 
-    hub = PreviewHub()
-    return hub, [PreviewStage(hub)]
+    hub = PreviewHub()  # frames drawn only while a browser watches (and once a second for a late one)
+    annotate = Annotator(lines=tuple(args.line or ()), zones=tuple(args.zone or ()))
+    return hub, [PreviewStage(hub, render=annotate)]
 
 
 def _output_spec(args: argparse.Namespace):

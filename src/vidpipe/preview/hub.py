@@ -282,7 +282,7 @@ class PreviewHub:
             for sid, slot in todo:
                 with self._cond:
                     image, ready, meta, seq = slot.image, slot.ready, slot.meta, slot.seq
-                jpeg, took = None, 0.0
+                jpeg, took, backend, failed = None, 0.0, None, False
                 try:
                     if image is not None:
                         t0 = time.perf_counter()
@@ -290,18 +290,21 @@ class PreviewHub:
                             ready.synchronize()
                         jpeg = encode_jpeg(image, quality=self.quality, max_width=self.max_width)
                         took = time.perf_counter() - t0
-                        self._backends.add(backend_for(image.device))
+                        backend = backend_for(image.device)
                 except Exception as exc:  # noqa: BLE001 - a bad frame must not end the preview
-                    slot.stats["errors"] += 1
-                    logger.warning("preview: stream %d: JPEG encoding failed: %s: %s", sid, type(exc).__name__, exc)
+                    failed = True
+                    level = logging.WARNING if not slot.stats["errors"] else logging.DEBUG  # once per stream
+                    logger.log(level, "preview: stream %d: JPEG encoding failed: %s: %s", sid, type(exc).__name__, exc)
                 del image, ready
                 with self._cond:
                     slot.busy = False
                     slot.encoded_at = time.monotonic()
                     if jpeg is not None:
+                        self._backends.add(backend)  # type: ignore[arg-type]
                         slot.jpeg, slot.jpeg_seq, slot.jpeg_meta = jpeg, seq, meta
                         slot.stats["encoded"] += 1
                         slot.stats["encode_s"] += took
-                    else:
+                    elif failed:
+                        slot.stats["errors"] += 1
                         slot.failed_seq = seq  # not retried; the next frame is
                     self._cond.notify_all()

@@ -153,10 +153,11 @@ class Server:
 
             stages = [*stages, *serve_zone_stages(config, lambda sid: config.camera(self._name_of.get(sid, "")))]
             if config.metrics.preview and config.metrics.port is not None:  # last: it shows what the others found
+                from vidpipe.draw import Annotator
                 from vidpipe.preview import PreviewHub, PreviewStage
 
                 self._preview = PreviewHub()
-                stages.append(PreviewStage(self._preview))
+                stages.append(PreviewStage(self._preview, render=Annotator()))  # boxes, labels, track ids
             run = DetectionRun(specs, detector, pconfig, keep_alive=True, stages=stages)
             outputs.attach_events(run, live_of=lambda sid: run.kind_of(sid) == "live")
         except BaseException:
