@@ -24,7 +24,7 @@ class Counting:
 
 
 def _run(clip, stage) -> list:
-    return list(vidpipe.detect(clip.path, device="cpu", batch_size=4, stages=[stage]))
+    return list(vidpipe.detect(clip.path, device="cpu", batch_size=4, imgsz=160, stages=[stage]))
 
 
 def test_nothing_rendered_while_nobody_watches(make_clip) -> None:
