@@ -1,5 +1,10 @@
 """The ``/preview`` HTML page: one tile per stream, an MJPEG ``<img>`` and the stream's numbers,
 refreshed from ``/status`` every second by a few lines of inline JavaScript. No external assets.
+
+A browser opens at most six HTTP/1.1 connections to one server, and each MJPEG response keeps
+one: with more streams the page would stall (its ``/status`` poll included). So the first
+:data:`MJPEG_TILES` tiles are MJPEG, and the others show a snapshot (``/preview/<id>.jpg``)
+renewed every second.
 """
 
 from __future__ import annotations
@@ -8,7 +13,10 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["preview_page", "stream_label", "stream_text"]
+__all__ = ["MJPEG_TILES", "preview_page", "stream_label", "stream_text"]
+
+#: tiles shown as MJPEG; the others renew a snapshot every second (see the module docstring)
+MJPEG_TILES = 4
 
 _STYLE = """
 body{margin:0;background:#1b1d21;color:#e6e6e6;font:14px/1.35 system-ui,sans-serif}
@@ -23,7 +31,7 @@ header b{font-weight:600} #err{color:#ff8080;margin-left:1em}
 
 # Tiles are created for streams that appear in /status, and their text updated every second.
 _SCRIPT = """
-const tiles = document.getElementById("tiles");
+const tiles = document.getElementById("tiles"), MJPEG_TILES = __MJPEG_TILES__;
 function n(v, d) { return (v === null || v === undefined) ? "-" : Number(v).toFixed(d); }
 function label(s) { return s.camera ? s.camera + " (" + s.source + ")" : s.source; }
 function text(s) {
@@ -39,10 +47,20 @@ function tile(s) {
   t = document.createElement("div");
   t.className = "tile"; t.id = "tile-" + s.stream_id; t.dataset.stream = s.stream_id;
   const h = document.createElement("h2"), img = document.createElement("img"), info = document.createElement("div");
-  img.src = "/preview/" + s.stream_id + ".mjpg"; img.alt = "stream " + s.stream_id;
+  if (tiles.children.length < MJPEG_TILES) img.src = "/preview/" + s.stream_id + ".mjpg";
+  else img.className = "snap";
+  img.dataset.stream = s.stream_id; img.alt = "stream " + s.stream_id;
   info.className = "info";
   t.append(h, img, info); tiles.append(t);
   return t;
+}
+function snapshots() {  // the tiles past MJPEG_TILES: a new snapshot once the last one is in
+  for (const img of document.querySelectorAll("img.snap")) {
+    if (img.dataset.busy === "1") continue;
+    img.dataset.busy = "1";
+    img.onload = img.onerror = () => { img.dataset.busy = "0"; };
+    img.src = "/preview/" + img.dataset.stream + ".jpg?t=" + Date.now();
+  }
 }
 async function poll() {
   try {
@@ -53,6 +71,7 @@ async function poll() {
       t.querySelector("h2").textContent = "#" + s.stream_id + " " + label(s);
       t.querySelector(".info").textContent = text(s);
     }
+    snapshots();
     document.getElementById("err").textContent = "";
     document.getElementById("updated").textContent = new Date().toLocaleTimeString();
   } catch (e) {
@@ -90,11 +109,12 @@ def preview_page(streams: Sequence[Mapping[str, Any]]) -> bytes:
     ``stream_id``, ``source``, ``camera``, ``state``, ``status``, ``fps``, ``latency_ms``, ...)."""
     esc = html.escape
     tiles = []
-    for s in streams:
+    for i, s in enumerate(streams):
         sid = int(s["stream_id"])
+        img = (f'src="/preview/{sid}.mjpg"' if i < MJPEG_TILES else 'class="snap"')  # the script loads it
         tiles.append(
             f'<div class="tile" id="tile-{sid}" data-stream="{sid}"><h2>#{sid} {esc(stream_label(s))}</h2>'
-            f'<img src="/preview/{sid}.mjpg" alt="stream {sid}"><div class="info">{esc(stream_text(s))}</div></div>'
+            f'<img {img} data-stream="{sid}" alt="stream {sid}"><div class="info">{esc(stream_text(s))}</div></div>'
         )
     body = "\n".join(tiles)
     return (
@@ -103,5 +123,6 @@ def preview_page(streams: Sequence[Mapping[str, Any]]) -> bytes:
         "<header><b>vidpipe preview</b> &middot; <a href=\"/status\" style=\"color:#9cf\">status</a>"
         " &middot; <a href=\"/metrics\" style=\"color:#9cf\">metrics</a> &middot; updated <span id=\"updated\">-</span>"
         "<span id=\"err\"></span></header>"
-        f"<div id=\"tiles\">{body}</div><script>{_SCRIPT}</script></body></html>\n"
+        f"<div id=\"tiles\">{body}</div><script>{_SCRIPT.replace('__MJPEG_TILES__', str(MJPEG_TILES))}</script>"
+        "</body></html>\n"
     ).encode()

@@ -100,6 +100,12 @@ class PreviewRoutes:
 
     def handle(self, h: "BaseHTTPRequestHandler", path: str, head: bool) -> None:
         """Answer ``path`` (``/preview`` or ``/preview/...``, query and trailing ``/`` stripped)."""
+        try:
+            self._handle(h, path, head)
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            h.close_connection = True  # the client went away (a page reloaded, a tab closed)
+
+    def _handle(self, h: "BaseHTTPRequestHandler", path: str, head: bool) -> None:
         from vidpipe.preview.page import preview_page
 
         if path == "/preview":
