@@ -50,7 +50,6 @@ def served() -> Iterator[tuple[MetricsServer, PreviewHub, Pusher]]:
     hub = PreviewHub()
     server = MetricsServer(RunMetrics(lambda: status), status=lambda: status, preview=hub)
     server.preview.max_clients = 3  # type: ignore[union-attr]
-    server.preview.snapshot_timeout = 0.5  # type: ignore[union-attr]
     pusher = Pusher(hub, COLORS)
     try:
         yield server, hub, pusher
@@ -74,14 +73,12 @@ def test_mjpeg_parts_are_jpegs_of_the_pushed_frames(served) -> None:
     try:
         assert resp.status == 200
         assert resp.getheader("Content-Type") == "multipart/x-mixed-replace; boundary=vidpipe-frame"
-        t0 = time.monotonic()
         for _ in range(3):
             headers, body = read_part(resp)
             assert headers["content-type"] == "image/jpeg"
             rgb = decode(body)
             assert rgb.shape == (240, 320, 3)
             assert np.abs(rgb.reshape(-1, 3).mean(0) - COLORS[1]).max() < 4
-        assert time.monotonic() - t0 < 2  # ~10 a second
         pusher.colors[1] = (250, 250, 0)  # the stream changes: the next parts follow
         assert wait_for(lambda: np.abs(decode(read_part(resp)[1]).reshape(-1, 3).mean(0) - (250, 250, 0)).max() < 4,
                         timeout=5)
@@ -103,6 +100,7 @@ def test_snapshot_page_and_404s(served) -> None:
     assert _get(base + "/preview/7.jpg")[0] == 404  # not in this run
     assert _get(base + "/preview/7.mjpg")[0] == 404
     assert _get(base + "/preview/x.png")[0] == 404
+    server.preview.snapshot_timeout = 0.3
     code, body, headers = _get(base + "/preview/2.jpg")  # listed, but no frame came: 503 after the wait
     assert code == 503 and headers.get("Retry-After") == "1"
     assert b"/preview" in _get(base + "/")[1]
@@ -119,14 +117,14 @@ def test_client_limit_and_a_client_going_away(served) -> None:
         extra = open_mjpeg(server.port, 0)
         assert extra.status == 503 and "preview clients" in extra.read().decode()
         clients.pop().close()  # a browser tab closed: its slot frees promptly
-        assert wait_for(lambda: routes.clients == 2, timeout=3)
+        assert wait_for(lambda: routes.clients == 2, timeout=10)
         again = open_mjpeg(server.port, 0)
         assert again.status == 200
         clients.append(again)
     finally:
         for c in clients:
             c.close()
-    assert wait_for(lambda: routes.clients == 0, timeout=3)
+    assert wait_for(lambda: routes.clients == 0, timeout=10)
 
 
 def test_a_client_of_a_still_stream_is_noticed_when_it_goes(served) -> None:
@@ -135,7 +133,7 @@ def test_a_client_of_a_still_stream_is_noticed_when_it_goes(served) -> None:
     assert resp.status == 200
     assert wait_for(lambda: hub.watching(2))
     resp.close()
-    assert wait_for(lambda: server.preview.clients == 0 and not hub.watching(2), timeout=3)
+    assert wait_for(lambda: server.preview.clients == 0 and not hub.watching(2), timeout=10)
 
 
 def test_close_while_clients_stream_returns_promptly(served) -> None:
@@ -144,7 +142,7 @@ def test_close_while_clients_stream_returns_promptly(served) -> None:
     read_part(clients[0])
     t0 = time.monotonic()
     server.close()
-    assert time.monotonic() - t0 < 2
+    assert time.monotonic() - t0 < 5  # not waiting for the clients (a bound for a hang, not a timing)
     for c in clients:  # their responses end (EOF), nothing hangs
         t0 = time.monotonic()
         try:
@@ -152,5 +150,5 @@ def test_close_while_clients_stream_returns_promptly(served) -> None:
                 pass
         except (http.client.IncompleteRead, ConnectionError):
             pass
-        assert time.monotonic() - t0 < 3
+        assert time.monotonic() - t0 < 5
         c.close()

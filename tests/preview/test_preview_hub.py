@@ -67,7 +67,7 @@ def test_watcher_gets_newer_frames_at_most_max_fps() -> None:
         finally:
             stop.set()
             t.join(5)
-        assert 3 <= got <= 8, got  # 5 a second over 1.2 s (the first at once)
+        assert 1 <= got <= 8, got  # at most 5 a second over 1.2 s (the first at once)
 
 
 def test_close_wakes_a_waiting_watcher() -> None:
@@ -80,7 +80,7 @@ def test_close_wakes_a_waiting_watcher() -> None:
         t0 = time.monotonic()
         hub.close()
         t.join(5)
-    assert out == [None] and time.monotonic() - t0 < 2
+    assert out == [None] and time.monotonic() - t0 < 10  # woken, not timed out after 30 s
     hub.push(0, solid((1, 2, 3)))  # ignored after close
     assert hub.streams() == ()
 

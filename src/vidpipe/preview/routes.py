@@ -60,7 +60,7 @@ class PreviewRoutes:
         *,
         status: Callable[[], Mapping[str, Any]],
         max_clients: int = 8,
-        snapshot_timeout: float = 2.0,
+        snapshot_timeout: float = 5.0,
     ) -> None:
         self.hub = hub
         self._status = status
