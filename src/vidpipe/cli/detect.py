@@ -261,7 +261,8 @@ def run(args: argparse.Namespace) -> int:
         results_on_host=True,
         letterbox=args.letterbox,
         live=live_options(args),
-        stages=with_embed_stages(args, [*_tracker(args), *zone_stages(args), *preview_stages]),  # embed .. preview, writer
+        # embed, track, zones, preview, writer
+        stages=with_embed_stages(args, [*_tracker(args), *zone_stages(args), *preview_stages]),
     )
     outputs = Outputs(spec, det_run, names=det_run.detector.names, events=detect_events(args, det_run, spec))
     show = args.progress == "on" or (args.progress == "auto" and not args.quiet and sys.stderr.isatty())
