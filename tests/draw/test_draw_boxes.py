@@ -10,7 +10,7 @@ import torch
 
 from draw_frames import NAMES, changed, hwc, noise, result
 from vidpipe.draw import PALETTE, Annotator
-from vidpipe.draw.boxes import outline_writes
+from vidpipe.draw.boxes import outline_template, outline_writes
 from vidpipe.draw.paint import pack, paint
 from vidpipe.errors import ConfigError
 
@@ -25,7 +25,7 @@ def test_outline_writes_equal_cv2_rectangle(thickness):
         xs = np.sort(rng.integers(-20, w + 20, (4, 2)), 1)
         ys = np.sort(rng.integers(-20, h + 20, (4, 2)), 1)
         boxes = torch.tensor(np.stack([xs[:, 0], ys[:, 0], xs[:, 1], ys[:, 1]], 1))  # partly outside too
-        index, ok = outline_writes(boxes, thickness, h, w)
+        index, ok = outline_writes(boxes, outline_template(thickness, w, h), h, w)
         canvas = torch.zeros((3, h, w), dtype=torch.uint8)
         paint(canvas, index.reshape(-1), torch.where(ok, pack(torch.tensor([255, 255, 255])), -1).reshape(-1))
         ref = np.zeros((h, w), np.uint8)

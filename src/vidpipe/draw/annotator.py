@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vidpipe.draw.blur import _check_image, pixelate
-from vidpipe.draw.boxes import half_width, outline_writes, rect_writes
+from vidpipe.draw.boxes import half_width, outline_template, outline_writes, rect_writes
 from vidpipe.draw.labels import label_codes, name_table
 from vidpipe.draw.paint import host_reads_free, pack, paint
 from vidpipe.draw.palette import palette_tensor
@@ -55,16 +55,20 @@ def default_font_size(height: int, width: int) -> int:
     return max(10, round(min(height, width) / 60))
 
 
-def _pack(detections: "Detections", device: "torch.device") -> "torch.Tensor":
-    """``(N, 7)`` float64 ``x1, y1, x2, y2, score, class_id, track_id (-1: none)`` on ``device``,
-    moved in one copy (float64 holds float32 and ids below 2**53 exactly)."""
+def _columns(detections: "Detections", device: "torch.device"):
+    """``boxes (N, 4) float, scores (N,) float, class_ids (N,) int64, track_ids (N,) int64 | None``
+    on ``device``: as they are when already there, else packed and moved in ONE copy (float64
+    holds float32 and ids below 2**53 exactly, so the values are the same either way)."""
     import torch
 
     d = detections
-    tid = d.track_ids if d.track_ids is not None else torch.full_like(d.class_ids, -1)
-    packed = torch.cat((d.boxes.double(), d.scores.double()[:, None], d.class_ids.double()[:, None],
-                        tid.double()[:, None]), 1)  # fmt: skip
-    return packed.to(device)
+    if d.device == device:
+        return d.boxes, d.scores, d.class_ids, d.track_ids
+    cols = [d.boxes.double(), d.scores.double()[:, None], d.class_ids.double()[:, None]]
+    if d.track_ids is not None:
+        cols.append(d.track_ids.double()[:, None])
+    p = torch.cat(cols, 1).to(device)
+    return p[:, :4].float(), p[:, 4].float(), p[:, 5].long(), None if d.track_ids is None else p[:, 6].long()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,10 +146,15 @@ class Annotator:
     def _static(self, height: int, width: int, device: "torch.device") -> StaticLayer | None:
         if not self.lines and not self.zones:
             return None
-        t = self.thickness or default_thickness(height, width)
-        atlas = self._atlas(default_font_size(height, width), device)
-        return self._cached(("static", height, width, str(device)),
-                            lambda: build_static(self.lines, self.zones, height, width, t, atlas))  # fmt: skip
+        import torch
+
+        def make() -> StaticLayer:  # rasterised on the CPU (the same bytes for every device), then moved
+            t = self.thickness or default_thickness(height, width)
+            cpu = torch.device("cpu")
+            layer = build_static(self.lines, self.zones, height, width, t, self._atlas(default_font_size(height, width), cpu))
+            return layer.to(device)
+
+        return self._cached(("static", height, width, str(device)), make)
 
     def _blur_ids(self, names: tuple[str, ...], device: "torch.device") -> "torch.Tensor":
         import torch
@@ -192,44 +201,46 @@ class Annotator:
         dev = img.device
         det = result.detections
         n = len(det)
-        packed = _pack(det, dev)
-        boxes, cls = packed[:, :4], packed[:, 5].long()
-        out = pixelate(img, boxes, torch.isin(cls, self._blur_ids(tuple(result.names), dev))) if self.blur and n \
-            else img.clone()  # fmt: skip
+        boxes, scores, cls, tid = _columns(det, dev)
+        if self.blur and n:  # (isin would sync on CUDA: it sorts for more than a few elements)
+            chosen = (cls[:, None] == self._blur_ids(tuple(result.names), dev)[None, :]).any(1)
+            out = pixelate(img, boxes, chosen)
+        else:
+            out = img.clone()
         static = self._static(h, w, dev)
         if static is not None:
             static.blend(out)
         if n:
-            self._draw_boxes(out, packed, tuple(result.names), det.track_ids is not None)
+            self._draw_boxes(out, boxes, scores, cls, tid, tuple(result.names))
         return out
 
-    def _draw_boxes(self, out: "torch.Tensor", packed: "torch.Tensor", names: tuple[str, ...], tracked: bool) -> None:
+    def _draw_boxes(self, out, boxes, scores, cls, tid, names: tuple[str, ...]) -> None:
+        """Outlines and labels of every box onto ``out`` in place (one :func:`paint`)."""
         import torch
 
         _, h, w = out.shape
         dev = out.device
-        n = packed.shape[0]
+        n = boxes.shape[0]
         t = self.thickness or default_thickness(h, w)
         hw = half_width(t)
-        xyxy = packed[:, :4].long()  # truncated toward zero, as supervision's astype(int)
-        xyxy[:, 0::2] = xyxy[:, 0::2].clamp(0, w - 1)
-        xyxy[:, 1::2] = xyxy[:, 1::2].clamp(0, h - 1)
-        cls, tid = packed[:, 5].long(), packed[:, 6].long()
+        top = self._cached(("top", h, w, str(dev)), lambda: torch.tensor([w - 1, h - 1] * 2, device=dev))
+        xyxy = boxes.long().clamp(min=0).minimum(top)  # truncated toward zero (supervision's astype(int)), clipped
         pal = self._cached(("palette", str(dev)), lambda: palette_tensor(dev))
-        colour_id = torch.where(tid >= 0, tid, cls).abs() % pal.shape[0] if tracked else cls.abs() % pal.shape[0]
+        colour_id = (cls if tid is None else torch.where(tid >= 0, tid, cls)).abs() % pal.shape[0]
         colours = pal[colour_id]  # (N, 2, 3): box colour, text colour
 
         on_cpu = host_reads_free(dev)  # tighter shapes from the data, same pixels
-        span = None
         if on_cpu:
             ext = (xyxy[:, 2:] - xyxy[:, :2]).abs().amax(0) + 1
-            span = (int(ext[0]), int(ext[1]))
-        o_idx, o_ok = outline_writes(xyxy, t, h, w, span=span)
+            template = outline_template(t, int(ext[0]), int(ext[1]))
+        else:
+            template = self._cached(("outline", t, w, h, str(dev)), lambda: outline_template(t, w, h, dev))
+        o_idx, o_ok = outline_writes(xyxy, template, h, w)
         o_key = torch.where(o_ok, pack(colours[:, None, 0]), -1)  # box-major: later boxes on top
         index, keys = [o_idx.reshape(-1)], [o_key.reshape(-1)]
 
         codes = label_codes(
-            cls, packed[:, 4], tid if tracked else None,
+            cls, scores, tid,
             self._cached(("names", names, str(dev)), lambda: name_table(names, dev)),
             show_names=self.labels, show_scores=self.scores, show_tracks=self.track_ids,
         )  # fmt: skip
@@ -242,7 +253,7 @@ class Annotator:
             alpha, text_w = _render(atlas, codes, margin, 2 * margin + bound + atlas.cell_width)
             lh, lw_max = alpha.shape[1], alpha.shape[2]
             lw = torch.where(text_w > 0, text_w + 2 * margin, 0)
-            x1, y1 = xyxy[:, 0], torch.minimum(xyxy[:, 1], xyxy[:, 3])
+            x1, y1 = torch.minimum(xyxy[:, 0], xyxy[:, 2]), torch.minimum(xyxy[:, 1], xyxy[:, 3])
             lx = torch.minimum(x1 - hw, w - lw).clamp(min=0)
             above = y1 - hw - lh
             ly = torch.where(above >= 0, above, y1 + hw + 1)

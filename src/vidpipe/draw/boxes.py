@@ -11,12 +11,13 @@ masked), so the number of writes never depends on the data and nothing waits for
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["half_width", "outline_writes", "rect_writes"]
+__all__ = ["half_width", "OutlineTemplate", "outline_template", "outline_writes", "rect_writes"]
 
 
 def half_width(thickness: int) -> int:
@@ -29,54 +30,75 @@ def _flat(ys: "torch.Tensor", xs: "torch.Tensor", ok: "torch.Tensor", h: int, w:
     return (ys * w + xs) * ok, ok  # writes outside point at pixel 0 (their key will be -1)
 
 
-def outline_writes(boxes: "torch.Tensor", thickness: int, height: int, width: int, *, span: tuple[int, int] | None = None):
+@dataclass(frozen=True, repr=False)
+class OutlineTemplate:
+    """The pixels of one box outline relative to its corners, ``(K,)`` int64 each: a pixel is
+    ``(anchor_x[ax] + dx, anchor_y[ay] + dy)`` with anchors ``(x1, x2, max(x1, 0))`` and
+    ``(y1, y2, max(y1, 0))``, kept when ``step <= limit[along]`` (limits: the visible length
+    along x, along y, none). Built once per thickness and span, reused for every frame."""
+
+    ax: "torch.Tensor"
+    dx: "torch.Tensor"
+    ay: "torch.Tensor"
+    dy: "torch.Tensor"
+    along: "torch.Tensor"
+    step: "torch.Tensor"
+
+
+def outline_template(thickness: int, span_x: int, span_y: int, device: "torch.device | str" = "cpu") -> OutlineTemplate:
+    """The template of outlines of ``thickness`` for boxes at most ``span_x`` x ``span_y`` pixels
+    (the frame size needs no look at the data; a tighter bound only saves work)."""
+    import torch
+
+    hw = half_width(thickness)
+    d = torch.arange(-hw, hw + 1)
+    cols = {k: [] for k in ("ax", "dx", "ay", "dy", "along", "step")}
+
+    def add(ax, dx, ay, dy, along, step) -> None:
+        for k, v in zip(cols, (ax, dx, ay, dy, along, step)):
+            cols[k].append(torch.as_tensor(v).expand_as(step).reshape(-1) if isinstance(v, int) else v.reshape(-1))
+
+    off, i = torch.meshgrid(d, torch.arange(span_x), indexing="ij")
+    for ay in (0, 1):  # top and bottom bands: rows y + d, columns max(x1, 0) + i up to x2
+        add(2, i, ay, off, 0, i)
+    off, i = torch.meshgrid(d, torch.arange(span_y), indexing="ij")
+    for ax in (0, 1):  # left and right bands
+        add(ax, off, 2, i, 1, i)
+    if hw > 0:  # round corners: the disc dx**2 + dy**2 <= h**2
+        gy, gx = torch.meshgrid(d, d, indexing="ij")
+        inside = gx * gx + gy * gy <= hw * hw
+        gy, gx = gy[inside], gx[inside]
+        for ay in (0, 1):
+            for ax in (0, 1):
+                add(ax, gx, ay, gy, 2, torch.zeros_like(gx))
+    return OutlineTemplate(**{k: torch.cat(v).to(device) for k, v in cols.items()})
+
+
+def outline_writes(boxes: "torch.Tensor", template: OutlineTemplate, height: int, width: int):
     """Pixels of the outlines of ``boxes``.
 
     Args:
         boxes: ``(N, 4)`` int64 ``x1, y1, x2, y2`` (inclusive corners, any order within a box).
-        span: ``(max_w, max_h)``: no box is longer than this along x and y (the default, the
-            frame size, needs no look at the data; a tighter bound only saves work).
+        template: :func:`outline_template` of the thickness, on ``boxes``' device.
 
     Returns:
-        ``(index, ok)``: ``(N, M)`` int64 flat pixel indices and ``(N, M)`` bool (inside the frame
-        and part of the outline), ``M`` fixed by ``thickness`` and the frame size.
+        ``(index, ok)``: ``(N, K)`` int64 flat pixel indices and ``(N, K)`` bool (inside the frame
+        and part of the outline; where not, the index is 0).
     """
     import torch
 
-    dev = boxes.device
-    x1 = torch.minimum(boxes[:, 0], boxes[:, 2])[:, None]
-    x2 = torch.maximum(boxes[:, 0], boxes[:, 2])[:, None]
-    y1 = torch.minimum(boxes[:, 1], boxes[:, 3])[:, None]
-    y2 = torch.maximum(boxes[:, 1], boxes[:, 3])[:, None]
-    n = boxes.shape[0]
-    hw = half_width(thickness)
-    d = torch.arange(-hw, hw + 1, device=dev)  # (2h+1,)
-    sw, sh = span if span is not None else (width, height)
-    span_x = torch.arange(min(sw, width), device=dev)
-    span_y = torch.arange(min(sh, height), device=dev)
-    parts = []
-    # horizontal bands (top, bottom): rows y + d, columns x1..x2
-    for y in (y1, y2):
-        ys = (y + d)[:, :, None].expand(n, d.numel(), span_x.numel())
-        xs = (x1.clamp(min=0) + span_x)[:, None, :].expand(n, d.numel(), span_x.numel())
-        parts.append(_flat(ys, xs, xs <= x2[:, :, None], height, width))
-    # vertical bands (left, right): columns x + d, rows y1..y2
-    for x in (x1, x2):
-        xs = (x + d)[:, :, None].expand(n, d.numel(), span_y.numel())
-        ys = (y1.clamp(min=0) + span_y)[:, None, :].expand(n, d.numel(), span_y.numel())
-        parts.append(_flat(ys, xs, ys <= y2[:, :, None], height, width))
-    if hw > 0:  # round corners
-        g = torch.arange(-hw, hw + 1, device=dev)
-        dy, dx = torch.meshgrid(g, g, indexing="ij")
-        inside = (dx * dx + dy * dy <= hw * hw).reshape(-1)
-        dy, dx = dy.reshape(-1), dx.reshape(-1)
-        for y in (y1, y2):
-            for x in (x1, x2):
-                ys, xs = y + dy, x + dx  # (N, D)
-                parts.append(_flat(ys, xs, inside.expand_as(ys), height, width))
-    index = torch.cat([p[0].reshape(n, -1) for p in parts], 1)
-    ok = torch.cat([p[1].reshape(n, -1) for p in parts], 1)
-    return index, ok
+    x1 = torch.minimum(boxes[:, 0], boxes[:, 2])
+    x2 = torch.maximum(boxes[:, 0], boxes[:, 2])
+    y1 = torch.minimum(boxes[:, 1], boxes[:, 3])
+    y2 = torch.maximum(boxes[:, 1], boxes[:, 3])
+    x1c, y1c = x1.clamp(min=0), y1.clamp(min=0)
+    ax = torch.stack((x1, x2, x1c), 1)
+    ay = torch.stack((y1, y2, y1c), 1)
+    limit = torch.stack((x2 - x1c, y2 - y1c, torch.full_like(x1, 1 << 40)), 1)
+    t = template
+    xs = ax[:, t.ax] + t.dx
+    ys = ay[:, t.ay] + t.dy
+    return _flat(ys, xs, t.step <= limit[:, t.along], height, width)
 
 
 def rect_writes(x: "torch.Tensor", y: "torch.Tensor", w: "torch.Tensor", h: int, max_w: int, height: int, width: int):

@@ -47,7 +47,8 @@ def segment_mask(mask: "torch.Tensor", p0: Point, p1: Point, thickness: int) -> 
     ll = dx * dx + dy * dy
     t = ((xs - p0[0]) * dx + (ys - p0[1]) * dy) / ll if ll > 0 else torch.zeros_like(xs + ys)
     t = t.clamp(0, 1)
-    d2 = (xs - p0[0] - t * dx) ** 2 + (ys - p0[1] - t * dy) ** 2
+    ex, ey = xs - p0[0] - t * dx, ys - p0[1] - t * dy
+    d2 = ex * ex + ey * ey
     mask[y0 : y1 + 1, x0 : x1 + 1] |= d2 <= r * r + 1e-9
 
 

@@ -35,6 +35,9 @@ class StaticLayer:
     rgb: "torch.Tensor"
     alpha: "torch.Tensor"
 
+    def to(self, device: "torch.device") -> "StaticLayer":
+        return StaticLayer(self.index.to(device), self.rgb.to(device), self.alpha.to(device))
+
     def blend(self, canvas: "torch.Tensor") -> None:
         """Blend onto ``canvas`` ``(3, H, W)`` uint8 in place (``(c * (255 - a) + s * a + 127) // 255``)."""
         import torch
