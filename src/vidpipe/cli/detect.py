@@ -121,6 +121,9 @@ def add_parser(sub, common) -> None:
     p.add_argument("--rotate", choices=("none", "hourly"), default="none",
                    help="hourly: one complete table per hour (dets-2026-11-26T10.csv), by capture time for live "
                    "inputs, else the wall clock, each with its metadata (default: %(default)s)")
+    p.add_argument("--preview", action="store_true",
+                   help="serve a live preview page at http://HOST:PORT/preview beside the metrics (needs "
+                   "--metrics-port): one tile per input with its frames (MJPEG) and its numbers")
     add_live_args(p)
     add_embed_args(p)
     add_zone_args(p)
@@ -138,6 +141,22 @@ def _tracker(args: argparse.Namespace) -> list:
     from vidpipe.track.stage import TrackerStage
 
     return [TrackerStage(options)]
+
+
+def _preview(args: argparse.Namespace) -> tuple:
+    """``(hub, [PreviewStage])`` for ``--preview``, else ``(None, [])``: the annotated frames
+    (boxes, labels, track ids, ``--line``/``--zone``). Last in the chain, so the frames it shows
+    carry what the other stages found."""
+    if not getattr(args, "preview", False):
+        return None, []
+    if args.metrics_port is None:
+        args.parser.error("--preview needs --metrics-port PORT (the page is served beside the metrics; 0: a free port)")
+    from vidpipe.draw import Annotator
+    from vidpipe.preview import PreviewHub, PreviewStage
+
+    hub = PreviewHub()  # frames drawn only while a browser watches (and once a second for a late one)
+    annotate = Annotator(lines=tuple(args.line or ()), zones=tuple(args.zone or ()))
+    return hub, [PreviewStage(hub, render=annotate)]
 
 
 def _output_spec(args: argparse.Namespace):
@@ -214,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
 
     spec = _output_spec(args)
     _check_device(args)
+    hub, preview_stages = _preview(args)
     inputs = list(args.inputs)
     if not inputs:
         inputs = [str(sample_video())]
@@ -241,11 +261,14 @@ def run(args: argparse.Namespace) -> int:
         results_on_host=True,
         letterbox=args.letterbox,
         live=live_options(args),
-        stages=with_embed_stages(args, [*_tracker(args), *zone_stages(args)]),  # embed, track, zones, writer
+        # embed, track, zones, preview, writer
+        stages=with_embed_stages(args, [*_tracker(args), *zone_stages(args), *preview_stages]),
     )
     outputs = Outputs(spec, det_run, names=det_run.detector.names, events=detect_events(args, det_run, spec))
     show = args.progress == "on" or (args.progress == "auto" and not args.quiet and sys.stderr.isatty())
     watch = LiveWatch.from_args(args, det_run)  # --metrics-port; the per-stream table when live
+    if hub is not None and watch.metrics is not None:
+        logger.info("preview at %s", watch.metrics.attach_preview(hub))
     bar = progress(det_run, enabled=show and not watch.table)
     with StopOnSignal(det_run.stop) as interrupt, watch:
         try:
@@ -257,6 +280,8 @@ def run(args: argparse.Namespace) -> int:
             det_run.close()
             bar.close()
             watch.close()
+            if hub is not None:
+                hub.close()
             if spec.mode == "stdout" and _broken_pipe(exc):  # `vidpipe detect ... -o - | head`
                 return _reader_gone(outputs)
             reason = "interrupted (second signal)" if isinstance(exc, KeyboardInterrupt) else (
@@ -266,6 +291,8 @@ def run(args: argparse.Namespace) -> int:
             raise
         bar.close()
         watch.close()
+        if hub is not None:
+            hub.close()
         stopped_by = interrupt.signal_name  # a signal during the finalising below changes nothing
         if stopped_by is not None:
             summary = outputs.abort(f"interrupted ({stopped_by})")

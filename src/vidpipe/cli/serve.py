@@ -35,6 +35,9 @@ def add_parser(sub, common) -> None:
     p.add_argument("config", metavar="CONFIG", help="the YAML config file")
     p.add_argument("--check", action="store_true",
                    help="validate CONFIG, load the model, resolve the classes, then exit (no camera is opened)")
+    p.add_argument("--preview", action="store_true",
+                   help="serve the live preview page at http://HOST:PORT/preview beside the metrics "
+                   "(needs --metrics-port or metrics: port:; same as metrics: preview: true)")
     p.add_argument("--table", choices=("auto", "on", "off"), default="auto",
                    help="live per-stream table on stderr (auto: on a terminal, off with -q; "
                    "off a terminal a log line per minute)")
@@ -56,10 +59,14 @@ def _config(args: argparse.Namespace):
         changes["track"] = track  # --track: every camera (but those with track: false)
     if args.metrics_host is not None and args.metrics_port is None and config.metrics.port is None:
         args.parser.error("--metrics-host needs --metrics-port PORT (or metrics: port: in the config)")
-    if args.metrics_port is not None or args.metrics_host is not None:
+    preview = getattr(args, "preview", False)
+    if preview and args.metrics_port is None and config.metrics.port is None:
+        args.parser.error("--preview needs --metrics-port PORT (or metrics: port: in the config)")
+    if args.metrics_port is not None or args.metrics_host is not None or preview:
         changes["metrics"] = MetricsConfig(
             port=args.metrics_port if args.metrics_port is not None else config.metrics.port,
             host=args.metrics_host or config.metrics.host,
+            preview=preview or config.metrics.preview,
         )
     return serve_events(args, config.replace(**changes) if changes else config)
 

@@ -1,5 +1,7 @@
 """The metrics endpoint of a run: ``/metrics`` (Prometheus text, from the run's own registry) and
-``/status`` (the run's ``status()`` as JSON), on ``127.0.0.1`` unless told otherwise.
+``/status`` (the run's ``status()`` as JSON), on ``127.0.0.1`` unless told otherwise; with a
+:class:`~vidpipe.preview.PreviewHub` also the live preview page ``/preview`` and its MJPEG
+streams (:mod:`vidpipe.preview.routes`).
 
 One small threaded HTTP server per run, in daemon threads; :meth:`MetricsServer.close` stops it
 and frees the port (idempotent). Requests are not logged (a scrape every few seconds would drown
@@ -21,6 +23,8 @@ from vidpipe.errors import ConfigError
 
 if TYPE_CHECKING:
     from vidpipe.metrics.collector import RunMetrics
+    from vidpipe.preview.hub import PreviewHub
+    from vidpipe.preview.routes import PreviewRoutes
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +82,10 @@ class _Handler(BaseHTTPRequestHandler):
             elif path == "/status":
                 self._send(200, app.status_json(), "application/json; charset=utf-8", head=head)
             elif path == "/":
-                self._send(200, _INDEX, "text/plain; charset=utf-8", head=head)
+                index = _INDEX if app.preview is None else _INDEX.replace(b" (JSON)", b" (JSON), /preview (live page)")
+                self._send(200, index, "text/plain; charset=utf-8", head=head)
+            elif app.preview is not None and (path == "/preview" or path.startswith("/preview/")):
+                app.preview.handle(self, path, head)
             else:
                 self._send(404, b"not found; try /metrics or /status\n", "text/plain; charset=utf-8", head=head)
         except Exception as exc:  # noqa: BLE001 - a failed scrape must not take the run down
@@ -100,6 +107,7 @@ class MetricsServer:
         status: returns the JSON-able status dict (default: ``metrics.status``).
         host: address to listen on (default ``127.0.0.1``: this machine only).
         port: TCP port; ``0`` picks a free one (see :attr:`port`).
+        preview: serve this hub's frames at ``/preview`` (or later: :meth:`attach_preview`).
 
     Raises:
         ConfigError: the address cannot be listened on (port taken, unknown host).
@@ -112,9 +120,11 @@ class MetricsServer:
         status: Callable[[], Mapping[str, Any]] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        preview: "PreviewHub | None" = None,
     ) -> None:
         self.metrics = metrics
         self._status = status or metrics.status
+        self.preview: "PreviewRoutes | None" = None
         try:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
             family, _, _, _, sockaddr = infos[0]
@@ -132,6 +142,8 @@ class MetricsServer:
         self._thread.start()
         self._closed = False
         logger.info("metrics at %s (status at %s)", self.url, self.status_url)
+        if preview is not None:
+            self.attach_preview(preview)
 
     @property
     def url(self) -> str:
@@ -142,6 +154,19 @@ class MetricsServer:
     @property
     def status_url(self) -> str:
         return self.url.removesuffix("/metrics") + "/status"
+
+    @property
+    def preview_url(self) -> str | None:
+        """``http://host:port/preview``, or ``None`` without a preview hub."""
+        return None if self.preview is None else self.url.removesuffix("/metrics") + "/preview"
+
+    def attach_preview(self, hub: "PreviewHub", *, max_clients: int = 8) -> str:
+        """Serve ``hub``'s frames at ``/preview`` from now on (at most ``max_clients`` MJPEG
+        clients at once); returns :attr:`preview_url`. The hub stays the caller's to close."""
+        from vidpipe.preview.routes import PreviewRoutes
+
+        self.preview = PreviewRoutes(hub, status=self._status, max_clients=max_clients)
+        return self.preview_url  # type: ignore[return-value]
 
     def metrics_text(self, accept: str = "") -> tuple[bytes, str]:
         """The exposition (Prometheus text, or OpenMetrics when the scraper asks for it)."""
@@ -158,6 +183,8 @@ class MetricsServer:
         if self._closed:
             return
         self._closed = True
+        if self.preview is not None:
+            self.preview.close()  # MJPEG responses end now, not at their next frame
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)

@@ -184,14 +184,19 @@ class MetricsConfig:
     Attributes:
         port: TCP port; ``None``: no endpoint; ``0``: any free port (see ``Server.metrics_url``).
         host: address to listen on; ``127.0.0.1`` (this machine only) unless you mean otherwise.
+        preview: also the live preview page at ``/preview`` (:mod:`vidpipe.preview`); needs a port.
     """
 
     port: int | None = None
     host: str = "127.0.0.1"
+    preview: bool = False
 
     def __post_init__(self) -> None:
         _check("metrics.", "port", self.port, F.port)
         _check("metrics.", "host", self.host, F.text)
+        _check("metrics.", "preview", self.preview, F.boolean)
+        if self.preview and self.port is None:
+            raise ConfigError("metrics.preview needs metrics.port (the page is served beside the metrics; 0: a free port)")
 
 
 @dataclass(frozen=True, repr=False)

@@ -231,8 +231,8 @@ class _Builder:
 
     def metrics(self, value: Any) -> MetricsConfig:
         path = ("metrics",)
-        data = self.mapping(value, path, METRICS_KEYS, "metrics settings (port:, host:)")
-        kwargs = self.checked(data, path, {"port": F.port, "host": F.text})
+        data = self.mapping(value, path, METRICS_KEYS, "metrics settings (port:, host:, preview:)")
+        kwargs = self.checked(data, path, {"port": F.port, "host": F.text, "preview": F.boolean})
         return self.build(path, MetricsConfig, **kwargs)
 
     def events(self, value: Any) -> EventsConfig:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from vidpipe.metrics import MetricsServer
     from vidpipe.models.detector import Detector
     from vidpipe.pipeline import DetectionRun
+    from vidpipe.preview import PreviewHub
     from vidpipe.serve.outputs import CameraOutputs
     from vidpipe.sources.spec import SourceSpec
     from vidpipe.summary import RunSummary
@@ -110,6 +111,7 @@ class Server:
         self._done = threading.Event()
         self._summary: "RunSummary | None" = None
         self._tracked: set[int] = set()  # stream ids the tracker stage follows
+        self._preview: "PreviewHub | None" = None  # metrics.preview: the frames of /preview
 
     # ------------------------------------------------------------------ start
     def start(self) -> "Server":
@@ -150,6 +152,12 @@ class Server:
             from vidpipe.serve.zones import serve_zone_stages  # after the tracker
 
             stages = [*stages, *serve_zone_stages(config, lambda sid: config.camera(self._name_of.get(sid, "")))]
+            if config.metrics.preview and config.metrics.port is not None:  # last: it shows what the others found
+                from vidpipe.draw import Annotator
+                from vidpipe.preview import PreviewHub, PreviewStage
+
+                self._preview = PreviewHub()
+                stages.append(PreviewStage(self._preview, render=Annotator()))  # boxes, labels, track ids
             run = DetectionRun(specs, detector, pconfig, keep_alive=True, stages=stages)
             outputs.attach_events(run, live_of=lambda sid: run.kind_of(sid) == "live")
         except BaseException:
@@ -170,11 +178,15 @@ class Server:
                         run, port=config.metrics.port, host=config.metrics.host, status=self.status,
                         camera_of=self._name_of.get,
                     )  # fmt: skip
+                if self._preview is not None:
+                    logger.info("preview at %s", self.metrics.attach_preview(self._preview))
             except BaseException:
                 run.close()
                 self._summary = run.summary(outputs=outputs.outputs)
                 self._done.set()
                 outputs.abort("the metrics endpoint could not start", self._summary)
+                if self._preview is not None:
+                    self._preview.close()
                 raise
         self._thread = threading.Thread(target=self._loop, name="vidpipe-serve", daemon=True)
         self._thread.start()
@@ -340,6 +352,8 @@ class Server:
         finally:
             if self.metrics is not None:
                 self.metrics.close()
+            if self._preview is not None:
+                self._preview.close()
             self._summary = summary
         if self.error is not None and not isinstance(self.error, KeyboardInterrupt):
             raise self.error
@@ -400,6 +414,7 @@ def serve(
         metrics = MetricsConfig(
             port=metrics_port if metrics_port is not None else config.metrics.port,
             host=metrics_host if metrics_host is not None else config.metrics.host,
+            preview=config.metrics.preview,
         )
         config = config.replace(metrics=metrics)
     server = Server(config, on_batch=on_batch)
