@@ -51,7 +51,7 @@ def run_camera(camera: Any, scene: "Scene") -> "list[Window]":
 
 def jerk(times: "np.ndarray", path: "np.ndarray") -> "np.ndarray":
     """``(T,)`` magnitude of the third time derivative of ``path`` ``(T, D)`` (finite differences
-    over the timestamps ``times`` ``(T,)``; exact for a cubic on any spacing)."""
+    over the timestamps ``times`` ``(T,)``; exact inside a cubic's path at even spacing)."""
     import numpy as np
 
     if len(times) < 4:

@@ -14,8 +14,9 @@ change the motion's speed)::
 - **Dead zone**: the goal moves only when the target leaves a box of ``dead_zone`` times the
   window around it (and the zoom only by more than ``zoom_dead_zone``): detection jitter does
   not move the camera.
-- **Smoothing**: a short low-pass of the goal, then a critically damped spring (exact for any
-  time step) with a settling time of ``smooth`` seconds; speed and acceleration limits.
+- **Smoothing**: a first-order low-pass of the goal, then a critically damped spring of the same
+  rate (exact for any time step: together a third-order response whose acceleration does not
+  jump) settling in about ``smooth`` seconds; speed and acceleration limits.
 - **Lost target**: the window holds for ``hold`` seconds, then eases to the wide shot (the whole
   frame at the output's aspect) over about ``ease`` seconds; a target that returns is eased in.
 """
@@ -63,9 +64,9 @@ class FollowConfig:
     lead: float = 0.35
     dead_zone: float = 0.08
     zoom_dead_zone: float = 0.15
-    smooth: float = 0.6
+    smooth: float = 0.8
     max_speed: float = 1.5
-    max_accel: float = 3.0
+    max_accel: float = 6.0
     hold: float = 1.0
     ease: float = 1.5
 
@@ -208,8 +209,10 @@ class Planner:
     def _step(self, dt: float) -> None:
         c = self.config
         settle = c.ease if self.mode == "wide" else c.smooth
-        omega = 4.0 / settle  # critically damped: 1 - (1 + 4) e^-4 = 91 % of a step after `settle`
-        a_pre = 1.0 - math.exp(-dt * omega * 3.0)  # a short low-pass: the spring's input has no steps
+        # low-pass then critically damped spring, both at omega: 1 - (1 + a + a^2/2) e^-a with
+        # a = omega t is 90 % of a step at a = 5.32, i.e. after `settle` seconds
+        omega = 5.32 / settle
+        a_pre = 1.0 - math.exp(-dt * omega)  # a low-pass of the same rate: the spring's input has no steps
         e = math.exp(-omega * dt)
         vmax = c.max_speed * self.wide.w
         amax = c.max_accel * self.wide.w
