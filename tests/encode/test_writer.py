@@ -125,7 +125,7 @@ def test_bad_arguments_are_clear(tmp_path):
     with pytest.raises(SinkError, match="does not exist"):
         VideoWriter(tmp_path / "missing" / "a.mp4", width=32, height=32, fps=25)
     with pytest.raises(ConfigError, match="RTMP"):
-        VideoWriter("rtmp://127.0.0.1:1/live/x", width=32, height=32, fps=25, codec="libx265")
+        VideoWriter("rtmp://127.0.0.1:1/live/x", width=64, height=64, fps=25, codec="libx265")
     with VideoWriter(tmp_path / "a.mp4", width=32, height=32, fps=25) as w:
         with pytest.raises(ValueError, match=r"\(3, 32, 32\) uint8"):
             w.write(torch.zeros((3, 16, 16), dtype=torch.uint8))
