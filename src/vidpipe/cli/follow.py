@@ -84,7 +84,7 @@ def add_parser(sub, common) -> None:
     c.add_argument("--max-zoom", type=_float_in(1.0, 50.0), default=None,
                    help="closest zoom, relative to the wide shot (default: 3)")
     c.add_argument("--smooth", type=_float_in(0.0, 30.0, low_open=True), default=None, metavar="SECONDS",
-                   help="time the camera takes to settle on a new aim (default: 0.6)")
+                   help="time the camera takes to settle on a new aim (default: 0.8)")
     c.add_argument("--dead-zone", type=_float_in(0.0, 0.45), default=None, metavar="SHARE",
                    help="share of the window the target may move without moving the camera (default: 0.08)")
     c.add_argument("--lead", type=_float_in(0.0, 5.0), default=None, metavar="SECONDS",
@@ -211,24 +211,24 @@ def run(args: argparse.Namespace) -> int:
     config = _camera_config(args)
     fps = _output_fps(args)
     tracker = TimedStage(TrackerStage(track_options(args) or TrackConfig()))
-    writer = _open_writer(args, fps)
-    state = {"written": 0}
+    state: dict[str, Any] = {"written": 0, "writer": None}
 
     def sink(meta, image) -> None:
-        writer.write(image, pts=meta.pts)
+        state["writer"].write(image, pts=meta.pts)
         state["written"] += 1
 
     follow = FollowStage(args.target, sink=sink, size=args.size, config=config, nominal_fps=fps)
     follow.target_option = "--target"
+    det_run = vidpipe.detect(
+        args.input, model=args.model, device=args.device, decoder=args.decoder, batch_size=args.batch_size,
+        max_frames=args.max_frames, start=args.start, end=args.end, conf=args.conf, iou=args.iou,
+        classes=args.target, imgsz=args.imgsz, dtype=args.dtype, strict_gpu=args.strict_gpu,
+        live=live_options(args), stages=[tracker, follow],
+    )  # fmt: skip
     try:
-        det_run = vidpipe.detect(
-            args.input, model=args.model, device=args.device, decoder=args.decoder, batch_size=args.batch_size,
-            max_frames=args.max_frames, start=args.start, end=args.end, conf=args.conf, iou=args.iou,
-            classes=args.target, imgsz=args.imgsz, dtype=args.dtype, strict_gpu=args.strict_gpu,
-            live=live_options(args), stages=[tracker, follow],
-        )  # fmt: skip
+        writer = state["writer"] = _open_writer(args, fps)
     except BaseException:
-        writer.close()
+        det_run.close()
         raise
     watch = LiveWatch.from_args(args, det_run)
     last = time.monotonic()

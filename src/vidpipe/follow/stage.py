@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
+    from vidpipe.follow.window import Window
     from vidpipe.types import FrameMeta, FrameResult
 
 __all__ = ["FollowStage"]
@@ -136,6 +137,11 @@ class FollowStage:
             "render_ms_per_frame": self.render.ms_per_frame(),
             "sink_ms_per_frame": self.sinking.ms_per_frame(),
         }
+
+    def window(self, stream_id: int) -> "Window | None":
+        """The stream's current window (the last frame's; ``None`` before its first frame)."""
+        planner = self._planners.get(stream_id)
+        return None if planner is None else planner.window
 
     def close(self) -> None:
         self.render.ms_per_frame(final=True)  # resolve the GPU timings while the device is there
