@@ -158,3 +158,20 @@ def test_window_contains():
     w = Window(100, 100, 100, 50)
     assert w.contains((60, 80, 140, 120)) and not w.contains((60, 80, 140, 130))
     assert not w.contains((59, 80, 140, 120), area=0.8) and w.contains((65, 82, 135, 118), area=0.8)
+
+
+def test_bench_table_and_json(tmp_path):
+    import json
+
+    from vidpipe.bench.follow import run_follow_bench, write_json
+
+    result = run_follow_bench(["still", "leave"], seeds=1)
+    rows = {(r["scene"], r["camera"]): r for r in result.rows}
+    assert set(rows) == {(s, c) for s in ("still", "leave") for c in ("planner", "none", "ema")}
+    assert rows["leave", "planner"]["recovery_s"] is not None and rows["still", "planner"]["recovery_s"] is None
+    assert rows["still", "planner"]["jerk_mean"] < 0.1 * rows["still", "none"]["jerk_mean"]
+    table = result.table()
+    assert "| leave | planner |" in table and "Planner.update" in table
+    assert result.drop_check["still"] < 1e-9 and result.rate_fps > 0
+    data = json.loads(write_json(result, tmp_path / "b.json").read_text())
+    assert len(data["rows"]) == 6 and set(data["drop_check"]) == {"still", "leave"}

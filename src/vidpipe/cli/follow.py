@@ -155,6 +155,22 @@ def _output_fps(args: argparse.Namespace) -> float:
     return 30.0
 
 
+def _detector(args: argparse.Namespace):
+    """The model with NMS keeping only the ``--target`` classes (errors name ``--target``)."""
+    from vidpipe.api import build_detector
+    from vidpipe.errors import ConfigError
+    from vidpipe.models.detector import resolve_classes
+    from vidpipe.models.zoo import load_model
+
+    size = None if args.imgsz is None else (args.imgsz, args.imgsz)
+    model = load_model(args.model, device=args.device, dtype=args.dtype, input_size=size)
+    try:
+        ids = resolve_classes(args.target, model.info.names)
+    except ConfigError as exc:
+        raise ConfigError(f"--target {args.target!r}: {exc}") from None
+    return build_detector(model, conf=args.conf, iou=args.iou, classes=list(ids))
+
+
 def _open_writer(args: argparse.Namespace, fps: float):
     try:
         from vidpipe.encode import VideoWriter
@@ -217,12 +233,12 @@ def run(args: argparse.Namespace) -> int:
         state["writer"].write(image, pts=meta.pts)
         state["written"] += 1
 
-    follow = FollowStage(args.target, sink=sink, size=args.size, config=config, nominal_fps=fps)
-    follow.target_option = "--target"
+    detector = _detector(args)
+    follow = FollowStage(list(detector.config.classes or ()), sink=sink, size=args.size, config=config,
+                         nominal_fps=fps)  # fmt: skip
     det_run = vidpipe.detect(
-        args.input, model=args.model, device=args.device, decoder=args.decoder, batch_size=args.batch_size,
-        max_frames=args.max_frames, start=args.start, end=args.end, conf=args.conf, iou=args.iou,
-        classes=args.target, imgsz=args.imgsz, dtype=args.dtype, strict_gpu=args.strict_gpu,
+        args.input, model=detector, device=args.device, decoder=args.decoder, batch_size=args.batch_size,
+        max_frames=args.max_frames, start=args.start, end=args.end, strict_gpu=args.strict_gpu,
         live=live_options(args), stages=[tracker, follow],
     )  # fmt: skip
     try:

@@ -47,7 +47,8 @@ class StepClock:
             self.add(start.elapsed_time(end) / 1e3, frames)
 
     def ms_per_frame(self, *, final: bool = False) -> float | None:
-        self._resolve(block=final)
+        """Mean ms per frame so far (``final``, or nothing resolved yet: waits for the GPU)."""
+        self._resolve(block=final or (not self.frames and bool(self._events)))
         return round(1e3 * self.seconds / self.frames, 4) if self.frames else None
 
 
