@@ -224,6 +224,10 @@ def run(args: argparse.Namespace) -> int:
     from vidpipe.track.stage import TrackerStage
 
     _check_device(args)
+    from vidpipe.decode.probe import is_url
+
+    if args.audio and is_url(args.input):
+        args.parser.error("--audio copies the audio of a file INPUT; a live INPUT's audio cannot be copied yet")
     config = _camera_config(args)
     fps = _output_fps(args)
     tracker = TimedStage(TrackerStage(track_options(args) or TrackConfig()))
