@@ -103,3 +103,5 @@ def test_unknown_target_and_bad_arguments_are_config_errors():
         FollowStage("person", sink=lambda m, i: None, size=(0, 720))
     with pytest.raises(ConfigError, match="margin"):
         FollowStage("person", sink=lambda m, i: None, margin=0.1)
+    with pytest.raises(ConfigError, match="zoom="):
+        FollowStage("person", sink=lambda m, i: None, zoom=2)

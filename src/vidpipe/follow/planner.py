@@ -147,7 +147,7 @@ class Planner:
         dt = 0.0 if first or t <= self._t else t - self._t  # type: ignore[operator]
         self._t = t if first or t > self._t else self._t  # type: ignore[operator]
         if box is not None:
-            self._see(t, dt, box, first)
+            self._see(t, box)
         elif self.mode == "track":
             self.mode = "hold"  # lost: the window stays where it aimed
         if self.mode == "hold" and self._seen is not None and t - self._seen > c.hold:
@@ -161,7 +161,7 @@ class Planner:
         return self.window
 
     # ------------------------------------------------------------------ internals
-    def _see(self, t: float, dt: float, box: "tuple[float, float, float, float]", first: bool) -> None:
+    def _see(self, t: float, box: "tuple[float, float, float, float]") -> None:
         c = self.config
         x1, y1, x2, y2 = (float(v) for v in box)
         mx, my = (x1 + x2) / 2, (y1 + y2) / 2

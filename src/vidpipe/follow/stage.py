@@ -71,6 +71,10 @@ class FollowStage:
             raise ConfigError(f"size={size!r}; expected (width, height) of 2 pixels or more")
         self.size = (int(size[0]), int(size[1]))
         base = config if config is not None else FollowConfig()
+        unknown = sorted(set(options) - {f.name for f in dataclasses.fields(FollowConfig)} | ({"aspect"} & set(options)))
+        if unknown:
+            raise ConfigError(f"unknown option {unknown[0]}=; the camera's options are FollowConfig's fields "
+                              "(margin, max_zoom, smooth, dead_zone, lead, hold, ease, ...; the aspect comes from size)")
         self.config = dataclasses.replace(base, aspect=self.size[0] / self.size[1], **options)
         self.sink = sink
         self.nominal_fps = float(nominal_fps)
