@@ -95,3 +95,30 @@ def test_broadcaster_pipeline_rtsp_in_rtmp_out(live_servers, tmp_path):
     # a live input drops the oldest frames when the CPU falls behind: what was sent is what arrived
     assert 8 <= int(sent.group(1)) <= 25, proc.stdout
     assert got == [(320, 180)] * int(sent.group(1)), (len(got), errors, proc.stdout)
+
+
+def test_bench_follow_command(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = _vidpipe("bench", "follow", "--scenes", "still,turn", "--seeds", "1", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "| turn | planner |" in proc.stdout and "| turn | none |" in proc.stdout and out.exists()
+    proc = _vidpipe("bench", "follow", "--scenes", "nope")
+    assert proc.returncode == 2 and "--scenes nope" in proc.stderr, proc.stderr
+
+
+@pytest.mark.gpu
+def test_follow_a_file_on_cuda(walk, tmp_path):
+    """The whole command on the GPU: NVDEC/PyAV decode, detection, render and the writer's
+    device-side colour conversion; same frames out as on the CPU."""
+    import av
+
+    out = tmp_path / "follow_cuda.mp4"
+    proc = _vidpipe("follow", str(walk), "--target", "person", "--size", "320x180", "--margin", "1.8",
+                    "--device", "cuda", "-o", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    m = TIMINGS.search(proc.stdout)
+    assert m and all(float(v) > 0 for v in m.groups()), proc.stdout
+    assert re.search(r"target detected in (19|20) frames, inside the window in 100.0 %", proc.stdout), proc.stdout
+    with av.open(str(out)) as c:
+        frames = list(c.decode(video=0))
+    assert len(frames) == 20 and (frames[0].width, frames[0].height) == (320, 180)
