@@ -122,3 +122,23 @@ def test_follow_a_file_on_cuda(walk, tmp_path):
     with av.open(str(out)) as c:
         frames = list(c.decode(video=0))
     assert len(frames) == 20 and (frames[0].width, frames[0].height) == (320, 180)
+
+
+@pytest.mark.live
+def test_bench_follow_pipeline_smoke(tmp_path):
+    """``vidpipe bench follow --pipeline`` runs the live loop (RTMP camera in, RTMP out) and reports."""
+    import json
+
+    from live.need import require
+    from live.servers import nginx_missing_reason
+
+    require(nginx_missing_reason())
+    out = tmp_path / "pipe.json"
+    proc = _vidpipe("bench", "follow", "--pipeline", "--seconds", "1.5", "--warmup", "1", "--device", "cpu",
+                    "--input-size", "320x180", "--size", "160x90", "--fps", "10", "--json", str(out), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "broadcaster pipeline: 320x180@10 RTMP camera" in proc.stdout and "real time:" in proc.stdout, proc.stdout
+    r = json.loads(out.read_text())
+    assert r["frames_out"] > 0 and r["received_by_player"] > 0 and r["out_size"] == [160, 90]
+    assert set(r["ms_per_frame"]) == {"decode", "inference", "tracking", "camera", "encode"}
+    assert all(v is not None and v > 0 for v in r["ms_per_frame"].values()), r["ms_per_frame"]

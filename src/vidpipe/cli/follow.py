@@ -13,19 +13,14 @@ import argparse
 import logging
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vidpipe.cli._live_args import LiveWatch, add_live_args, live_options
 from vidpipe.cli._track_args import track_options
 
-if TYPE_CHECKING:
-    from vidpipe.follow.stage import FollowStage
-    from vidpipe.follow.timing import TimedStage
-    from vidpipe.pipeline import DetectionRun
-
 logger = logging.getLogger("vidpipe.cli")
 
-__all__ = ["add_parser", "add_bench_follow_parser", "pipeline_timings"]
+__all__ = ["add_parser", "add_bench_follow_parser"]
 
 #: FollowConfig fields set by flags: flag dest -> field
 _CAMERA = ("margin", "max_zoom", "smooth", "dead_zone", "hold", "ease", "lead")
@@ -108,6 +103,19 @@ def add_bench_follow_parser(kinds, common) -> None:
     b.add_argument("--scenes", default=",".join(SCENES), help="generated scenes, comma-separated (default: %(default)s)")
     b.add_argument("--seeds", type=int, default=5, help="seeds per scene, averaged (default: %(default)s)")
     b.add_argument("--json", default=None, metavar="PATH", help="also write the results as JSON to PATH")
+    b.add_argument("--pipeline", action="store_true",
+                   help="instead: the broadcaster's pipeline live on loopback (RTMP camera -> detect -> track -> "
+                   "follow-cam -> RTMP out; needs nginx with the RTMP module)")
+    b.add_argument("--seconds", type=float, default=20.0, help="--pipeline: seconds measured (default: %(default)s)")
+    b.add_argument("--warmup", type=float, default=5.0, help="--pipeline: seconds before measuring (default: %(default)s)")
+    b.add_argument("--device", default="auto", help="--pipeline: device (default: %(default)s)")
+    b.add_argument("--input-size", type=_size, default=(1280, 720), metavar="WxH",
+                   help="--pipeline: the camera's size (default: 1280x720)")
+    b.add_argument("--size", type=_size, default=(1280, 720), metavar="WxH",
+                   help="--pipeline: the output's size (default: 1280x720)")
+    b.add_argument("--fps", type=float, default=30.0, help="--pipeline: the camera's frame rate (default: %(default)s)")
+    b.add_argument("--nginx-root", default=None, metavar="DIR",
+                   help="--pipeline: a dpkg -x tree of nginx and libnginx-mod-rtmp (default: the system's)")
     b.set_defaults(func=run_bench_follow)
 
 
@@ -124,10 +132,37 @@ def run_bench_follow(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         print(f"vidpipe bench follow: error: --seeds must be 1 or more, got {args.seeds}", file=sys.stderr)
         return 2
+    if args.pipeline:
+        return _bench_pipeline(args)
     result = run_follow_bench(scenes, seeds=args.seeds)
     print(result.table())
     if args.json:
         print(f"wrote {write_json(result, args.json)}")
+    return 0
+
+
+def _bench_pipeline(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from vidpipe.bench.follow_live import format_pipeline, run_pipeline_bench
+
+    if not (args.seconds > 0 and args.warmup >= 0 and args.fps > 0):
+        print("vidpipe bench follow: error: --seconds and --fps must be > 0, --warmup >= 0", file=sys.stderr)
+        return 2
+    try:
+        result = run_pipeline_bench(seconds=args.seconds, warmup=args.warmup, device=args.device,
+                                    in_size=args.input_size, out_size=args.size, fps=args.fps,
+                                    nginx_root=args.nginx_root)  # fmt: skip
+    except FileNotFoundError as exc:  # no nginx
+        print(f"vidpipe bench follow: error: {exc}", file=sys.stderr)
+        return 2
+    print(format_pipeline(result))
+    if args.json:
+        path = Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"wrote {path}")
     return 0
 
 
@@ -181,44 +216,12 @@ def _open_writer(args: argparse.Namespace, fps: float):
                        audio_from=args.input if args.audio else None)  # fmt: skip
 
 
-def pipeline_timings(det_run: "DetectionRun", tracker: "TimedStage | None", follow: "FollowStage",
-                     writer: Any = None) -> dict[str, float | None]:  # fmt: skip
-    """ms per frame of each step of the follow pipeline: ``decode``, ``inference`` (preprocess,
-    model and postprocess), ``tracking``, ``camera`` (plan + render), ``encode`` (the writer's
-    ``encode_ms_per_frame``), from the run's stats and the stages' and writer's reports."""
-    stages = det_run.get_stats().get("stages_ms_per_frame", {})
-
-    def total(*keys: str) -> float | None:
-        vals = [stages[k] for k in keys if stages.get(k) is not None]
-        return round(sum(vals), 3) if vals else None
-
-    plan, render = follow.plan.ms_per_frame(), follow.render.ms_per_frame()
-    camera = None if plan is None and render is None else round((plan or 0.0) + (render or 0.0), 3)
-    encode = None
-    if writer is not None:
-        try:
-            encode = writer.report().get("encode_ms_per_frame")
-        except Exception:  # noqa: BLE001 - timings never stop a run
-            encode = None
-    return {
-        "decode": total("decode"),
-        "inference": total("preprocess", "model", "postprocess"),
-        "tracking": tracker.clock.ms_per_frame() if tracker is not None else None,
-        "camera": camera,
-        "encode": None if encode is None else round(float(encode), 3),
-    }
-
-
-def format_timings(t: dict[str, float | None]) -> str:
-    return ", ".join(f"{k} {'-' if v is None else f'{v:.2f}'}" for k, v in t.items())
-
-
 def run(args: argparse.Namespace) -> int:
     import vidpipe
     from vidpipe.cli._signals import StopOnSignal
     from vidpipe.cli.detect import _check_device
     from vidpipe.follow.stage import FollowStage
-    from vidpipe.follow.timing import TimedStage
+    from vidpipe.follow.timing import TimedStage, format_timings, pipeline_timings
     from vidpipe.sources.redact import redact_text
     from vidpipe.track.config import TrackConfig
     from vidpipe.track.stage import TrackerStage

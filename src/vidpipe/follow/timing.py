@@ -1,6 +1,7 @@
 """Milliseconds per frame of a step: host wall time, or GPU time through CUDA events (resolved
-when read, never forcing a synchronisation per frame); and :class:`TimedStage`, a stage wrapped
-to report its own ms per frame (the tracker's, for the follow command's timings)."""
+when read, never forcing a synchronisation per frame); :class:`TimedStage`, a stage wrapped to
+report its own ms per frame (the tracker's); and :func:`pipeline_timings`, the follow pipeline's
+per-stage ms per frame (decode, inference, tracking, camera, encode)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
+    from vidpipe.follow.stage import FollowStage
+    from vidpipe.pipeline import DetectionRun
     from vidpipe.stages.base import Stage
     from vidpipe.types import FrameResult
 
-__all__ = ["StepClock", "TimedStage"]
+__all__ = ["StepClock", "TimedStage", "pipeline_timings", "format_timings"]
 
 
 class StepClock:
@@ -78,3 +81,36 @@ class TimedStage:
 
     def close(self) -> None:
         self.stage.close()
+
+
+def pipeline_timings(det_run: "DetectionRun", tracker: "TimedStage | None", follow: "FollowStage",
+                     writer: Any = None) -> dict[str, float | None]:  # fmt: skip
+    """ms per frame of each step of the follow pipeline: ``decode``, ``inference`` (preprocess,
+    model and postprocess), ``tracking``, ``camera`` (plan + render), ``encode`` (the writer's
+    ``encode_ms_per_frame``), from the run's stats and the stages' and writer's reports."""
+    stages = det_run.get_stats().get("stages_ms_per_frame", {})
+
+    def total(*keys: str) -> float | None:
+        vals = [stages[k] for k in keys if stages.get(k) is not None]
+        return round(sum(vals), 3) if vals else None
+
+    plan, render = follow.plan.ms_per_frame(), follow.render.ms_per_frame()
+    camera = None if plan is None and render is None else round((plan or 0.0) + (render or 0.0), 3)
+    encode = None
+    if writer is not None:
+        try:
+            encode = writer.report().get("encode_ms_per_frame")
+        except Exception:  # noqa: BLE001 - timings never stop a run
+            encode = None
+    return {
+        "decode": total("decode"),
+        "inference": total("preprocess", "model", "postprocess"),
+        "tracking": tracker.clock.ms_per_frame() if tracker is not None else None,
+        "camera": camera,
+        "encode": None if encode is None else round(float(encode), 3),
+    }
+
+
+def format_timings(t: "dict[str, float | None]") -> str:
+    """``decode 1.20, inference 5.00, ...`` (``-``: not measured)."""
+    return ", ".join(f"{k} {'-' if v is None else f'{v:.2f}'}" for k, v in t.items())
