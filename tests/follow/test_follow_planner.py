@@ -102,6 +102,16 @@ def test_timing_follows_timestamps_not_frame_counts():
         assert wrong > 5 * diff, (name, wrong, diff)
 
 
+def test_a_clock_that_goes_back_does_not_freeze_the_camera():
+    p = Planner(W, H)
+    box = (300.0, 700.0, 330.0, 730.0)
+    _feed(p, np.arange(100, 102, 1 / 30), box)
+    held = _feed(p, np.arange(0, 0.5, 1 / 30), None)  # timestamps start over, the target is lost
+    assert p.mode == "hold" and abs(held[-1].cx - held[0].cx) < 1.0
+    _feed(p, np.arange(0.5, 4, 1 / 30), None)
+    assert p.mode == "wide" and abs(p.window.w - W) < 0.05 * W
+
+
 @pytest.mark.parametrize("name", SCENES)
 def test_windows_stay_inside_the_frame_at_the_output_aspect(name):
     scene = make_scene(name, seed=0, width=1280, height=960)  # 4:3 source, 16:9 output

@@ -144,6 +144,11 @@ class Planner:
         ``(x1, y1, x2, y2)`` in source pixels, or ``None`` when it is not detected."""
         c = self.config
         first = self._t is None
+        if not first and t < self._t - 1.0:  # type: ignore[operator]
+            # the clock went back (a stream that starts over): go on from here, as if no time passed
+            jump = self._t - t  # type: ignore[operator]
+            self._t = t
+            self._seen = None if self._seen is None else self._seen - jump
         dt = 0.0 if first or t <= self._t else t - self._t  # type: ignore[operator]
         self._t = t if first or t > self._t else self._t  # type: ignore[operator]
         if box is not None:
