@@ -66,7 +66,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from vidpipe.cli import bench, detect, doctor, info, serve
+    from vidpipe.cli import bench, detect, doctor, follow, info, serve
 
     parser = _Parser(
         prog="vidpipe", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_parser(sub, common)
     bench.add_parser(sub, common)
     serve.add_parser(sub, common)
+    follow.add_parser(sub, common)
     return parser
 
 

@@ -113,6 +113,9 @@ def add_parser(sub, common) -> None:
     from vidpipe.cli._track_args import add_bench_track_parser
 
     add_bench_track_parser(kinds, common)
+    from vidpipe.cli.follow import add_bench_follow_parser
+
+    add_bench_follow_parser(kinds, common)
 
 
 def _show(result, args: argparse.Namespace, name: str) -> int:

@@ -1,0 +1,491 @@
+"""Frames to a video file or a live stream: :class:`VideoWriter` (PyAV, on a thread of its own).
+
+The caller's thread does only what must happen there: on CUDA, the RGB -> YUV 4:2:0 conversion
+(:func:`~vidpipe.encode.yuv.rgb_to_yuv420`, kernels queued on the current stream) and an
+asynchronous copy of the 1.5 bytes a pixel into a pinned host buffer; on the CPU, a copy of the
+frame (so the caller may reuse its tensor). The writer's thread waits for the copy, converts CPU
+frames with swscale, encodes (FFmpeg releases the GIL while it works) and muxes. ``write``
+blocks only while ``queue_frames`` frames wait to be encoded (``report()["blocked_writes"]``
+counts those waits).
+
+Timestamps: every stream is written on a 1/90000 s time base, which holds the frames' ``pts``
+exactly for every common rate (24, 25, 30, 50, 60 fps; 30000/1001 is 3003 ticks) and for variable
+frame rates. The output starts at 0 with the first frame written: a frame's time is its ``pts``
+(seconds, the source's timeline) minus the first frame's ``pts`` (``report()["origin_s"]``), so
+the spacing of the source's frames is kept exactly (variable rates too) and a trimmed run
+(``--start 60``) does not begin with a minute of nothing; the source's audio is shifted by the
+same amount. A frame whose ``pts`` does not come after the previous frame's (a duplicate, or out
+of order) is nudged to one tick after it (``report()["pts_nudged"]``), so no frame is lost and the
+output's timestamps strictly increase. Without ``pts`` a frame comes ``1/fps`` after the previous
+one.
+
+MP4, MOV and FLV are written without B-frames: a fragmented MP4 has no edit list and FLV shifts
+negative decode times, so B-frames' reordering delay would shift every timestamp (the first
+frame would start two frames late).
+
+Colour: limited range, BT.709 for a height >= 720, else BT.601; the stream is tagged with it.
+Odd sizes are padded to even by repeating the last row/column (4:2:0 needs even sizes).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import queue
+import threading
+import time
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from vidpipe.encode.targets import Target, parse_target
+from vidpipe.encode.yuv import AV_COLORSPACE, AV_PRIMARIES, AV_RANGE_LIMITED, AV_TRC, matrix_for_height, rgb_to_yuv420
+from vidpipe.errors import ConfigError, SinkError
+from vidpipe.sources.redact import redact_url
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["VideoWriter", "TIME_BASE"]
+
+logger = logging.getLogger(__name__)
+
+TIME_BASE = Fraction(1, 90000)
+_GOP_SECONDS = 2.0
+_CODEC_DEFAULTS: dict[str, dict[str, str]] = {
+    "libx264": {"preset": "veryfast", "crf": "23"},
+    "libx265": {"preset": "veryfast", "crf": "26", "x265-params": "log-level=error"},
+}
+_STOP = object()
+
+
+def _fps(value: Any) -> Fraction:
+    try:
+        f = Fraction(value).limit_denominator(1001 * 1000) if not isinstance(value, Fraction) else value
+    except (TypeError, ValueError):
+        raise ConfigError(f"fps={value!r}: expected a positive number of frames per second") from None
+    if not (0 < f <= 1000):
+        raise ConfigError(f"fps={value!r}: expected a positive number of frames per second up to 1000")
+    return f
+
+
+def _positive_int(name: str, value: Any, high: int = 16384) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        raise ConfigError(f"{name}={value!r}: expected a whole number from 1 to {high}")
+    return value
+
+
+class VideoWriter:
+    """Write ``(3, H, W)`` uint8 RGB frames to ``target``, encoded on a background thread.
+
+    Args:
+        target: a file (``.mp4``, ``.mov``, ``.mkv``, ``.flv``, ``.ts``, ...; MP4/MOV fragmented
+            so a killed run leaves a playable file) or a live URL (``rtmp://`` published as FLV,
+            ``rtsp://`` over TCP). Credentials in a URL are never shown.
+        width, height: the frames' size in pixels (odd sizes are padded to even).
+        fps: the nominal frame rate (the keyframe interval, and the gap between frames written
+            without ``pts``).
+        codec: a PyAV/FFmpeg video encoder: ``"libx264"`` (default) or ``"libx265"``; others
+            are passed through.
+        audio_from: a media file whose first audio track is copied into the output (or
+            transcoded to AAC when the container cannot hold it); ``None``: no audio.
+        options: encoder options overriding the defaults (``preset=veryfast``, ``crf=23`` for
+            x264; live targets add ``tune=zerolatency``).
+        queue_frames: frames that may wait for the encoder before ``write`` blocks.
+        timeout_s: how long opening (connecting) and each network write may take before
+            failing; files ignore it.
+
+    Raises:
+        ConfigError: a bad argument (size, fps, codec, target).
+        SinkError: the target cannot be opened (a missing folder, a server that refuses or does
+            not answer within ``timeout_s``).
+        SourceError: ``audio_from`` cannot be opened.
+    """
+
+    def __init__(
+        self,
+        target: str | os.PathLike,
+        *,
+        width: int,
+        height: int,
+        fps: float | Fraction,
+        codec: str = "libx264",
+        audio_from: str | None = None,
+        options: Mapping[str, str] | None = None,
+        queue_frames: int = 8,
+        timeout_s: float = 10.0,
+    ) -> None:
+        import av
+
+        self.width = _positive_int("width", width)
+        self.height = _positive_int("height", height)
+        self.fps = _fps(fps)
+        self.queue_frames = _positive_int("queue_frames", queue_frames, 1024)
+        if not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
+            raise ConfigError(f"timeout_s={timeout_s!r}: expected a positive number of seconds")
+        try:
+            av.codec.Codec(codec, "w")
+        except Exception:  # noqa: BLE001 - unknown or not built in
+            raise ConfigError(f"codec={codec!r}: not a video encoder of this PyAV/FFmpeg (try 'libx264' or "
+                              "'libx265')") from None
+        if codec == "libx265" and min(width, height) < 64:
+            # measured: PyAV 18.1's libx265 corrupts the heap on some tiny frames (48x36)
+            raise ConfigError(f"codec='libx265' needs frames of at least 64x64 pixels (got {width}x{height}); "
+                              "use codec='libx264'")
+        self.codec = codec
+        self.target: Target = parse_target(target, codec=codec)
+        self.name = self.target.name
+        self.enc_width, self.enc_height = self.width + self.width % 2, self.height + self.height % 2
+        self.matrix = matrix_for_height(self.enc_height)
+        self._gop = max(1, round(float(self.fps) * _GOP_SECONDS))
+        self._out = self._open(av, timeout_s)
+        try:
+            self._stream = self._add_video(options)
+            self._audio = None
+            if audio_from is not None:
+                from vidpipe.encode.audio import AudioTrack
+
+                supported = set(self._out.supported_codecs)
+                self._audio = AudioTrack(os.fspath(audio_from), self._out,
+                                         copyable=lambda c: self.target.audio_copyable(c, supported))
+            self._out.start_encoding()  # opens the encoders, writes the header (RTSP: ANNOUNCE + RECORD)
+        except BaseException as exc:
+            self._abort_open()
+            if isinstance(exc, (ConfigError, SinkError)) or not isinstance(exc, Exception):
+                raise
+            from vidpipe.errors import SourceError
+
+            if isinstance(exc, SourceError):
+                raise
+            raise SinkError(f"{self.name}: cannot start writing ({self._why(exc)})") from None
+        self._queue: queue.Queue = queue.Queue(maxsize=self.queue_frames)
+        self._pinned: queue.Queue | None = None
+        self._lock = threading.Lock()
+        self._error: BaseException | None = None
+        self._closed = False
+        self._raised = False
+        # counters (written by the caller's thread: frames_in, blocked; by the writer's: the rest)
+        self.frames_in = 0
+        self.frames = 0
+        self.blocked_writes = 0
+        self.blocked_s = 0.0
+        self.pts_nudged = 0
+        self.encode_s = 0.0
+        self.device_frames = 0
+        self._last_tick: int | None = None
+        self._origin: float | None = None
+        self._end_s = 0.0
+        self._thread = threading.Thread(target=self._run, name=f"vidpipe-encode-{self.name}", daemon=True)
+        self._thread.start()
+
+    # ---------------------------------------------------------------- opening
+    def _why(self, exc: BaseException) -> str:
+        return f"{type(exc).__name__}: {redact_url(str(exc))}" if str(exc) else type(exc).__name__
+
+    def _open(self, av: Any, timeout_s: float) -> Any:
+        t = self.target
+        if not t.live:
+            parent = os.path.dirname(os.path.abspath(t.location))
+            if not os.path.isdir(parent):
+                raise SinkError(f"{self.name}: the folder {parent} does not exist; create it first")
+        options = dict(t.container_options)
+        if t.live:
+            options["rw_timeout"] = str(int(timeout_s * 1e6))
+        try:
+            return av.open(t.location, "w", format=t.format, container_options=options,
+                           timeout=(timeout_s, timeout_s) if t.live else None)
+        except Exception as exc:  # noqa: BLE001 - PyAV raises many kinds (OSError, ConnectionRefused, Timeout, ...)
+            what = "cannot connect to" if t.live else "cannot create"
+            hint = f" (no answer within {timeout_s:g} s, or refused); is the server running?" if t.live else ""
+            raise SinkError(f"{what} {self.name}{hint}: {self._why(exc)}") from None
+
+    def _add_video(self, options: Mapping[str, str] | None) -> Any:
+        s = self._out.add_stream(self.codec, rate=self.fps)
+        cc = s.codec_context
+        cc.width, cc.height = self.enc_width, self.enc_height
+        cc.pix_fmt = "yuv420p"
+        cc.time_base = TIME_BASE
+        s.time_base = TIME_BASE
+        cc.gop_size = self._gop
+        cc.colorspace = AV_COLORSPACE[self.matrix]
+        cc.color_primaries = AV_PRIMARIES[self.matrix]
+        cc.color_trc = AV_TRC[self.matrix]
+        cc.color_range = AV_RANGE_LIMITED
+        opts = dict(_CODEC_DEFAULTS.get(self.codec, {}))
+        if self.target.live and self.codec in ("libx264", "libx265"):
+            opts["tune"] = "zerolatency"
+        if self.target.format in ("mp4", "mov", "flv"):
+            # a fragmented MP4 has no edit list (FLV shifts negative decode times): B-frames'
+            # reordering delay would shift every timestamp; without them each frame keeps its pts
+            if self.codec == "libx264":
+                opts["bf"] = "0"
+            elif self.codec == "libx265":
+                opts["x265-params"] = opts["x265-params"] + ":bframes=0"
+        if options:
+            bad = [k for k, v in options.items() if not isinstance(k, str) or not isinstance(v, str)]
+            if bad:
+                raise ConfigError(f"options: keys and values must be texts, got {bad[0]!r}")
+            opts.update(options)
+        cc.options = opts
+        return s
+
+    def _abort_open(self) -> None:
+        try:
+            self._out.close()
+        except Exception:  # noqa: BLE001 - already failing
+            pass
+
+    # ---------------------------------------------------------------- the caller's side
+    def write(self, image: "torch.Tensor", *, pts: float | None = None) -> None:
+        """Queue one frame: ``(3, height, width)`` uint8 RGB on any device; ``pts`` in seconds.
+
+        Blocks only while ``queue_frames`` frames wait for the encoder.
+
+        Raises:
+            ValueError: the image is not ``(3, height, width)`` uint8.
+            SinkError: the writer failed (the server went away, the disk is full) or is closed.
+        """
+        import torch
+
+        if self._closed:
+            raise SinkError(f"{self.name}: write() after close()")
+        self._raise_failure()
+        if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8 or tuple(image.shape) != (
+            3, self.height, self.width
+        ):
+            raise ValueError(f"{self.name}: write() takes a (3, {self.height}, {self.width}) uint8 RGB tensor, got "
+                             f"{type(image).__name__} {tuple(getattr(image, 'shape', ()))} {getattr(image, 'dtype', '')}")
+        if pts is not None and not (isinstance(pts, (int, float)) and math.isfinite(pts)):
+            raise ValueError(f"{self.name}: pts={pts!r}: expected seconds (a finite number) or None")
+        if self.enc_width != self.width or self.enc_height != self.height:
+            image = _pad_even(image)
+        if image.is_cuda:
+            item = self._to_host(image)
+        else:
+            item = (image.clone(), None, None)  # the caller may reuse its tensor
+        self._put((item, None if pts is None else float(pts)))
+        self.frames_in += 1
+
+    def _to_host(self, image: "torch.Tensor") -> tuple:
+        """YUV on the device, then an asynchronous copy into a pinned buffer; ``(None, buf, event)``."""
+        import torch
+
+        if self._pinned is None:
+            self._pinned = queue.Queue()
+            shape = (self.enc_height * 3 // 2, self.enc_width)
+            for _ in range(self.queue_frames + 2):  # queued + one being encoded + one being filled
+                self._pinned.put(torch.empty(shape, dtype=torch.uint8, pin_memory=True))
+        yuv = rgb_to_yuv420(image, matrix=self.matrix)
+        buf = self._take(self._pinned)
+        buf.copy_(yuv, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        return (yuv, buf, event)  # yuv kept alive until the copy is done
+
+    def _take(self, q: queue.Queue) -> Any:
+        try:
+            return q.get_nowait()
+        except queue.Empty:
+            pass
+        t0 = time.perf_counter()
+        self.blocked_writes += 1
+        try:
+            while True:
+                self._raise_failure()
+                try:
+                    return q.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+        finally:
+            self.blocked_s += time.perf_counter() - t0
+
+    def _put(self, item: Any) -> None:
+        try:
+            self._queue.put_nowait(item)
+            return
+        except queue.Full:
+            pass
+        t0 = time.perf_counter()
+        self.blocked_writes += 1
+        try:
+            while True:
+                self._raise_failure()
+                try:
+                    self._queue.put(item, timeout=0.1)
+                    return
+                except queue.Full:
+                    continue
+        finally:
+            self.blocked_s += time.perf_counter() - t0
+
+    def _raise_failure(self) -> None:
+        if self._error is not None and not self._raised:
+            self._raised = True
+            raise SinkError(f"{self.name}: writing failed: {self._why(self._error)}") from None
+        if self._error is not None:
+            raise SinkError(f"{self.name}: the writer has failed (see the first error)")
+
+    # ---------------------------------------------------------------- the writer's thread
+    def _run(self) -> None:
+        try:
+            while True:
+                item = self._queue.get()
+                if item is _STOP:
+                    break
+                if self._error is None:
+                    self._encode(*item)
+                else:
+                    self._recycle(item[0])
+            if self._error is None:
+                self._finish()
+        except BaseException as exc:  # noqa: BLE001 - reported by write()/close()
+            self._error = exc
+            self._drain()
+        finally:
+            try:
+                self._out.close()
+            except Exception as exc:  # noqa: BLE001
+                if self._error is None:
+                    self._error = exc
+            if self._audio is not None:
+                self._audio.close()
+
+    def _recycle(self, data: tuple) -> None:
+        if data[1] is not None and self._pinned is not None:
+            self._pinned.put(data[1])
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                item = self._queue.get(timeout=0.5)
+            except queue.Empty:
+                if self._closed:
+                    return
+                continue
+            if item is _STOP:
+                return
+            self._recycle(item[0])
+
+    def _tick(self, pts: float | None) -> int:
+        step = round(TIME_BASE.denominator / self.fps)
+        if self._origin is None:
+            self._origin = pts if pts is not None else 0.0
+            if self._audio is not None:
+                self._audio.start(self._origin)
+        if pts is None:
+            tick = 0 if self._last_tick is None else self._last_tick + step
+        else:
+            tick = round((pts - self._origin) * TIME_BASE.denominator)
+        if self._last_tick is not None and tick <= self._last_tick:
+            tick = self._last_tick + 1
+            self.pts_nudged += 1
+        self._last_tick = tick
+        return tick
+
+    def _frame(self, data: tuple) -> Any:
+        import av
+
+        rgb, buf, event = data
+        if buf is not None:
+            event.synchronize()
+            frame = av.VideoFrame.from_ndarray(buf.numpy(), format="yuv420p")
+            self._pinned.put(buf)  # from_ndarray copied it
+            self.device_frames += 1
+        else:
+            hwc = rgb.permute(1, 2, 0).contiguous().numpy()
+            frame = av.VideoFrame.from_ndarray(hwc, format="rgb24").reformat(
+                format="yuv420p", dst_colorspace=AV_COLORSPACE[self.matrix], dst_color_range=AV_RANGE_LIMITED)
+        frame.colorspace = AV_COLORSPACE[self.matrix]
+        frame.color_range = AV_RANGE_LIMITED
+        return frame
+
+    def _encode(self, data: tuple, pts: float | None) -> None:
+        t0 = time.perf_counter()
+        frame = self._frame(data)
+        tick = self._tick(pts)
+        frame.pts = tick
+        frame.time_base = TIME_BASE
+        source_s = self._origin + tick / TIME_BASE.denominator  # on the source's timeline
+        self._end_s = source_s + float(1 / self.fps)
+        for packet in self._stream.encode(frame):
+            self._out.mux(packet)
+        if self._audio is not None:
+            self._audio.mux_until(self._out, source_s)
+        self.frames += 1
+        self.encode_s += time.perf_counter() - t0
+
+    def _finish(self) -> None:
+        t0 = time.perf_counter()
+        for packet in self._stream.encode(None):
+            self._out.mux(packet)
+        if self._audio is not None:
+            self._audio.finish(self._out, self._end_s)
+        self.encode_s += time.perf_counter() - t0
+
+    # ---------------------------------------------------------------- ending
+    def close(self) -> None:
+        """Encode what is queued, flush the encoder, finish the file (or stream). Idempotent.
+
+        Raises:
+            SinkError: the writer's thread failed (raised once).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        while self._thread.is_alive():
+            try:
+                self._queue.put(_STOP, timeout=0.1)
+                break
+            except queue.Full:
+                continue
+        self._thread.join()
+        if self._error is not None and not self._raised:
+            self._raised = True
+            raise SinkError(f"{self.name}: writing failed: {self._why(self._error)}") from None
+
+    def report(self) -> dict[str, Any]:
+        """What was written: ``target`` (credentials masked), ``frames``, ``width``/``height``
+        (encoded), ``fps``, ``codec``, ``matrix``, ``encode_ms_per_frame`` (the writer thread's time
+        per frame: conversion on the CPU path, encoding, muxing), ``device_yuv`` (frames converted on
+        the GPU), ``blocked_writes``/``blocked_ms`` (waits in ``write`` for a full queue),
+        ``pts_nudged``, ``origin_s`` (the source time of the output's 0), ``audio`` (``"copy"``, ``"aac"`` or ``None``) and ``audio_packets``."""
+        audio = self._audio
+        return {
+            "target": self.name,
+            "frames": self.frames,
+            "width": self.enc_width,
+            "height": self.enc_height,
+            "fps": float(self.fps),
+            "codec": self.codec,
+            "matrix": self.matrix,
+            "encode_ms_per_frame": round(self.encode_s * 1000 / self.frames, 3) if self.frames else None,
+            "device_yuv": self.device_frames,
+            "blocked_writes": self.blocked_writes,
+            "blocked_ms": round(self.blocked_s * 1000, 1),
+            "pts_nudged": self.pts_nudged,
+            "origin_s": self._origin,
+            "audio": audio.mode if audio is not None else None,
+            "audio_packets": audio.packets if audio is not None else 0,
+        }
+
+    def __enter__(self) -> "VideoWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"VideoWriter({self.name!r}, {self.enc_width}x{self.enc_height}, fps={float(self.fps):g}, "
+                f"codec={self.codec!r}, frames={self.frames})")
+
+
+def _pad_even(image: "torch.Tensor") -> "torch.Tensor":
+    """``(3, H, W)`` padded to even ``H``/``W`` by repeating the last row/column."""
+    import torch
+
+    if image.shape[2] % 2:
+        image = torch.cat((image, image[:, :, -1:]), dim=2)
+    if image.shape[1] % 2:
+        image = torch.cat((image, image[:, -1:, :]), dim=1)
+    return image
