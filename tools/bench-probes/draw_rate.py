@@ -8,7 +8,7 @@ one drawing thread per stream would: that shows the Python launch cost under the
 what bounds frames/s on a fast GPU. Prints ms/frame and frames/s. Run with PYTHONPATH pointing
 at vidpipe's src:
 
-    python tools/bench-probes/draw_rate.py [--device cuda] [--frames 500] [--size 1080x1920] [--threads 1,4,16]
+    python tools/bench-probes/draw_rate.py [--device cuda] [--frames 500] [--size 1080x1920] [--threads 1,4,16] [--batch 8,32]
     python tools/bench-probes/draw_rate.py --device cpu --frames 20 --threads 1 --torch-threads 1
 """
 
@@ -94,6 +94,7 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=500)
     ap.add_argument("--size", default="1080x1920", help="HxW")
     ap.add_argument("--threads", default="1,4,16")
+    ap.add_argument("--batch", default="8,32", help="frames per Annotator.many call")
     ap.add_argument("--torch-threads", type=int, default=None,
                     help="torch.set_num_threads (CPU runs on a busy machine: 1 avoids OpenMP stalls)")
     args = ap.parse_args()
@@ -117,6 +118,11 @@ def main() -> None:
     boxes = r.detections.boxes[:10]
     ms = timed(lambda: blur_boxes(r.image, boxes), args.frames, args.device)
     print(f"{'blur_boxes, 10 boxes':<28} {ms:9.3f} {1e3 / ms:9.0f}")
+    for batch in (int(v) for v in args.batch.split(",") if v):  # Annotator.many: one pass per batch
+        frames = [r] * batch
+        for label, ann in configs.items():
+            ms = timed(lambda ann=ann: ann.many(frames), max(5, args.frames // batch), args.device) / batch
+            print(f"{label + f', many({batch})':<28} {ms:9.3f} {1e3 / ms:9.0f}")
     for n in (int(v) for v in args.threads.split(",") if v):
         fps = threaded(lambda: (lambda a=Annotator(): a(r)), n, max(20, args.frames // n), args.device)
         print(f"{f'boxes + labels, {n} threads':<28} {1e3 / fps:9.3f} {fps:9.0f}  (aggregate)")

@@ -29,10 +29,12 @@ def pack(rgb: "torch.Tensor") -> "torch.Tensor":
 
 
 def paint(canvas: "torch.Tensor", index: "torch.Tensor", colour: "torch.Tensor") -> None:
-    """Apply writes to ``canvas`` ``(3, H, W)`` uint8 in place.
+    """Apply writes to ``canvas`` in place: ``(3, H, W)`` uint8, or ``(B, 3, H, W)`` for a batch
+    of frames (contiguous).
 
     Args:
-        index: ``(M,)`` int64 flat pixel indices in ``[0, H * W)``, bottom write first.
+        index: ``(M,)`` int64 flat pixel indices in ``[0, B * H * W)`` (``b * H * W + y * W + x``),
+            bottom write first.
         colour: ``(M,)`` int64 packed colours (:func:`pack`); ``< 0``: no write.
     """
     import torch
@@ -40,13 +42,15 @@ def paint(canvas: "torch.Tensor", index: "torch.Tensor", colour: "torch.Tensor")
     m = index.numel()
     if m == 0:
         return
-    _, h, w = canvas.shape
-    flat = canvas.view(3, h * w)
+    h, w = canvas.shape[-2:]
+    hw = h * w
+    flat = canvas.view(-1, 3, hw)
     dt = torch.int32 if m < 2**31 else torch.int64
     pos = torch.where(colour >= 0, torch.arange(m, dtype=dt, device=canvas.device), -1)
-    best = torch.full((h * w,), -1, dtype=dt, device=canvas.device)
+    best = torch.full((flat.shape[0] * hw,), -1, dtype=dt, device=canvas.device)
     best.scatter_reduce_(0, index, pos, reduce="amax")
     win = best[index].long()
     c = colour[win.clamp(min=0)]
-    rgb = torch.stack(((c >> 16) & 255, (c >> 8) & 255, c & 255)).to(torch.uint8)  # (3, M)
-    flat[:, index] = torch.where(win >= 0, rgb, flat[:, index])
+    rgb = torch.stack(((c >> 16) & 255, (c >> 8) & 255, c & 255), 1).to(torch.uint8)  # (M, 3)
+    frame, pixel = index // hw, index % hw
+    flat[frame, :, pixel] = torch.where((win >= 0)[:, None], rgb, flat[frame, :, pixel])

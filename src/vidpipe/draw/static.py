@@ -39,12 +39,13 @@ class StaticLayer:
         return StaticLayer(self.index.to(device), self.rgb.to(device), self.alpha.to(device))
 
     def blend(self, canvas: "torch.Tensor") -> None:
-        """Blend onto ``canvas`` ``(3, H, W)`` uint8 in place (``(c * (255 - a) + s * a + 127) // 255``)."""
+        """Blend onto ``canvas`` ``(3, H, W)`` (or a batch ``(B, 3, H, W)``) uint8 in place
+        (``(c * (255 - a) + s * a + 127) // 255``)."""
         import torch
 
-        flat = canvas.view(3, -1)
-        px = flat[:, self.index].to(torch.int32)
-        flat[:, self.index] = ((px * (255 - self.alpha) + self.rgb * self.alpha + 127) // 255).to(torch.uint8)
+        flat = canvas.view(*canvas.shape[:-2], -1)
+        px = flat[..., self.index].to(torch.int32)
+        flat[..., self.index] = ((px * (255 - self.alpha) + self.rgb * self.alpha + 127) // 255).to(torch.uint8)
 
 
 def _name_block(atlas: GlyphAtlas, text: str, colour: tuple[int, int, int]):
