@@ -140,6 +140,7 @@ class VideoWriter:
         self.matrix = matrix_for_height(self.enc_height)
         self._gop = max(1, round(float(self.fps) * _GOP_SECONDS))
         self._out = self._open(av, timeout_s)
+        failure: BaseException | None = None
         try:
             self._stream = self._add_video(options)
             self._audio = None
@@ -149,16 +150,19 @@ class VideoWriter:
                 supported = set(self._out.supported_codecs)
                 self._audio = AudioTrack(os.fspath(audio_from), self._out,
                                          copyable=lambda c: self.target.audio_copyable(c, supported))
-            self._out.start_encoding()  # opens the encoders, writes the header (RTSP: ANNOUNCE + RECORD)
+            self._start_encoding(timeout_s)  # opens the encoders, connects, writes the header
         except BaseException as exc:
             self._abort_open()
-            if isinstance(exc, (ConfigError, SinkError)) or not isinstance(exc, Exception):
-                raise
             from vidpipe.errors import SourceError
 
-            if isinstance(exc, SourceError):
+            if isinstance(exc, (ConfigError, SinkError, SourceError)) or not isinstance(exc, Exception):
                 raise
-            raise SinkError(f"{self.name}: cannot start writing ({self._why(exc)})") from None
+            failure = SinkError(self._connect_error(exc, timeout_s) if self.target.live
+                                else f"{self.name}: cannot start writing ({self._why(exc)})")
+        if failure is not None:
+            raise failure  # outside the except block: PyAV's error (it names the URL) is not chained
+        self._timeout_s = float(timeout_s)
+        self._progress = time.monotonic()  # the writer thread's last step (a stalled live target)
         self._queue: queue.Queue = queue.Queue(maxsize=self.queue_frames)
         self._pinned: queue.Queue | None = None
         self._lock = threading.Lock()
@@ -190,15 +194,20 @@ class VideoWriter:
             if not os.path.isdir(parent):
                 raise SinkError(f"{self.name}: the folder {parent} does not exist; create it first")
         options = dict(t.container_options)
-        if t.live:
-            options["rw_timeout"] = str(int(timeout_s * 1e6))
+        if t.format == "rtsp":
+            options["timeout"] = str(int(timeout_s * 1e6))  # the RTSP muxer's socket timeout
         try:
             return av.open(t.location, "w", format=t.format, container_options=options,
                            timeout=(timeout_s, timeout_s) if t.live else None)
         except Exception as exc:  # noqa: BLE001 - PyAV raises many kinds (OSError, ConnectionRefused, Timeout, ...)
-            what = "cannot connect to" if t.live else "cannot create"
-            hint = f" (no answer within {timeout_s:g} s, or refused); is the server running?" if t.live else ""
-            raise SinkError(f"{what} {self.name}{hint}: {self._why(exc)}") from None
+            failure = SinkError(self._connect_error(exc, timeout_s) if t.live
+                                else f"cannot create {self.name}: {self._why(exc)}")
+        raise failure  # outside the except block: PyAV's error (it names the URL) is not chained
+
+    def _connect_error(self, exc: BaseException, timeout_s: float) -> str:
+        # (PyAV connects when the header is written, so both av.open and start_encoding land here)
+        return (f"cannot publish to {self.name}: refused, or no answer within {timeout_s:g} s; is the server "
+                f"running and the URL right? ({self._why(exc)})")
 
     def _add_video(self, options: Mapping[str, str] | None) -> Any:
         s = self._out.add_stream(self.codec, rate=self.fps)
@@ -229,6 +238,18 @@ class VideoWriter:
             opts.update(options)
         cc.options = opts
         return s
+
+    def _start_encoding(self, timeout_s: float) -> None:
+        """``start_encoding``: opens the encoders, connects (RTMP) or announces (RTSP) and writes the
+        header. PyAV opens an RTMP connection with no timeout and holding the GIL (its ``timeout=``
+        and ``rw_timeout`` do not reach that connection), so an RTMP server is first checked with
+        a bounded handshake of our own (:func:`~vidpipe.encode.targets.rtmp_handshake`); RTSP has
+        the muxer's own socket ``timeout``."""
+        if self.target.format == "flv" and self.target.live:
+            from vidpipe.encode.targets import rtmp_handshake
+
+            rtmp_handshake(self.target.location, timeout_s)
+        self._out.start_encoding()
 
     def _abort_open(self) -> None:
         try:
@@ -315,9 +336,16 @@ class VideoWriter:
                     self._queue.put(item, timeout=0.1)
                     return
                 except queue.Full:
-                    continue
+                    self._check_stall()
         finally:
             self.blocked_s += time.perf_counter() - t0
+
+    def _check_stall(self) -> None:
+        """A live target whose writer thread made no progress for ``timeout_s`` (the server stopped
+        reading; PyAV's RTMP writes have no timeout) fails instead of blocking the caller."""
+        if self.target.live and self._error is None and time.monotonic() - self._progress > self._timeout_s:
+            self._error = TimeoutError(f"nothing could be sent for {self._timeout_s:g} s; the server stopped "
+                                       "taking the stream")
 
     def _raise_failure(self) -> None:
         if self._error is not None and not self._raised:
@@ -413,6 +441,7 @@ class VideoWriter:
         if self._audio is not None:
             self._audio.mux_until(self._out, source_s)
         self.frames += 1
+        self._progress = time.monotonic()
         self.encode_s += time.perf_counter() - t0
 
     def _finish(self) -> None:
@@ -438,8 +467,16 @@ class VideoWriter:
                 self._queue.put(_STOP, timeout=0.1)
                 break
             except queue.Full:
-                continue
-        self._thread.join()
+                self._check_stall()
+                if self._error is not None:
+                    break
+        if self.target.live:
+            # the flush may block in a dead connection: give it the timeout, then leave it
+            self._thread.join(self._timeout_s + max(2.0, self._queue.qsize() / float(self.fps)))
+            if self._thread.is_alive() and self._error is None:
+                self._error = TimeoutError(f"the stream could not be finished within {self._timeout_s:g} s")
+        else:
+            self._thread.join()
         if self._error is not None and not self._raised:
             self._raised = True
             raise SinkError(f"{self.name}: writing failed: {self._why(self._error)}") from None
