@@ -14,6 +14,7 @@ import re
 import sys
 from pathlib import Path
 
+from vidpipe.cli._annotate_args import add_annotate_args, annotate_stages, check_blur
 from vidpipe.cli._embed_args import add_embed_args, with_embed_stages
 from vidpipe.cli._event_args import add_event_args, detect_events
 from vidpipe.cli._live_args import LiveWatch, add_live_args, live_options
@@ -126,6 +127,7 @@ def add_parser(sub, common) -> None:
     add_zone_args(p)
     add_event_args(p)
     add_track_args(p)
+    add_annotate_args(p)
     p.set_defaults(func=run, parser=p)
 
 
@@ -204,6 +206,19 @@ def _reader_gone(outputs) -> int:
     return 141
 
 
+def _print_annotated(summary, out) -> None:
+    """One line per ``--annotate`` video: where, frames, encoding cost, waits."""
+    for s in (summary.stages.get("annotate") or {}).get("streams", {}).values():
+        enc = s.get("encode_ms_per_frame")
+        line = (f"annotated: {s['target']}  {s['frames']} frames"
+                + (f", encode {enc:.1f} ms/frame" if enc is not None else "")
+                + (f", render {s['render_ms_per_frame']:.1f} ms/frame" if s.get("render_ms_per_frame") else "")
+                + (f", inference waited {s['blocked_writes']}x ({s['blocked_ms']:.0f} ms)" if s.get("blocked_writes") else "")
+                + (f", audio {s['audio']}" if s.get("audio") else "")
+                + (f"  error: {s['error']}" if s.get("error") else ""))
+        print(line, file=out, flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     import vidpipe
     from vidpipe.cli._outputs import Outputs
@@ -241,8 +256,9 @@ def run(args: argparse.Namespace) -> int:
         results_on_host=True,
         letterbox=args.letterbox,
         live=live_options(args),
-        stages=with_embed_stages(args, [*_tracker(args), *zone_stages(args)]),  # embed, track, zones, writer
-    )
+        stages=with_embed_stages(args, [*_tracker(args), *zone_stages(args), *annotate_stages(args, inputs)]),
+    )  # embed, track, zones, annotate (drawn + encoded), embeddings writer
+    check_blur(args, det_run.detector.names)
     outputs = Outputs(spec, det_run, names=det_run.detector.names, events=detect_events(args, det_run, spec))
     show = args.progress == "on" or (args.progress == "auto" and not args.quiet and sys.stderr.isatty())
     watch = LiveWatch.from_args(args, det_run)  # --metrics-port; the per-stream table when live
@@ -274,6 +290,7 @@ def run(args: argparse.Namespace) -> int:
     summary_out = sys.stderr if spec.mode == "stdout" else sys.stdout
     if not args.quiet:
         print(summary.format_text(errors=False), file=summary_out, flush=True)
+        _print_annotated(summary, summary_out)
     if stopped_by is not None:
         print(
             f"vidpipe: interrupted ({stopped_by}) after {summary.frames} frames; "
