@@ -150,6 +150,9 @@ class Server:
             from vidpipe.serve.zones import serve_zone_stages  # after the tracker
 
             stages = [*stages, *serve_zone_stages(config, lambda sid: config.camera(self._name_of.get(sid, "")))]
+            from vidpipe.serve.annotate import serve_annotate_stages  # after the zones
+
+            stages += serve_annotate_stages(config, lambda sid: config.camera(self._name_of.get(sid, "")))
             run = DetectionRun(specs, detector, pconfig, keep_alive=True, stages=stages)
             outputs.attach_events(run, live_of=lambda sid: run.kind_of(sid) == "live")
         except BaseException:
