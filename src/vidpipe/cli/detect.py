@@ -258,7 +258,11 @@ def run(args: argparse.Namespace) -> int:
         live=live_options(args),
         stages=with_embed_stages(args, [*_tracker(args), *zone_stages(args), *annotate_stages(args, inputs)]),
     )  # embed, track, zones, annotate (drawn + encoded), embeddings writer
-    check_blur(args, det_run.detector.names)
+    try:
+        check_blur(args, det_run.detector.names)
+    except SystemExit:
+        det_run.close()
+        raise
     outputs = Outputs(spec, det_run, names=det_run.detector.names, events=detect_events(args, det_run, spec))
     show = args.progress == "on" or (args.progress == "auto" and not args.quiet and sys.stderr.isatty())
     watch = LiveWatch.from_args(args, det_run)  # --metrics-port; the per-stream table when live
