@@ -70,12 +70,21 @@ def test_reconnect_continues_time_and_size_changes_are_skipped(tmp_path):
     assert frame_times(out) == pytest.approx([i / 10 for i in range(8)], abs=1.5e-3)
 
 
-def test_a_failing_target_stops_only_the_video(tmp_path, caplog):
+def test_a_target_that_cannot_open_raises_or_is_logged(tmp_path, caplog):
     out = tmp_path / "gone" / "x.mp4"
     stage = AnnotateStage(lambda m: str(out), render=lambda r: r.image, fps=lambda s: 10.0)
     with pytest.raises(SinkError, match="does not exist"):
         stage.process([result(meta(0))])
     stage.close()
+    logged = AnnotateStage(lambda m: str(out) if m.stream_id == 0 else str(tmp_path / "ok.mp4"),
+                           render=lambda r: r.image, fps=lambda s: 10.0, on_error="log")
+    assert len(logged.process([result(meta(i)) for i in range(3)])) == 3  # results pass on
+    logged.process([result(meta(i, sid=1)) for i in range(3)])
+    logged.close()
+    rep = logged.report()["streams"]
+    assert "does not exist" in rep["0"]["error"] and rep["0"]["frames"] == 0
+    assert rep["1"]["frames"] == 3 and rep["1"]["error"] is None
+    assert "stream 0 has no video" in caplog.text
 
 
 def test_targets_per_input_never_overwrite():

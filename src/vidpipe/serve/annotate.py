@@ -33,4 +33,4 @@ def serve_annotate_stages(config: "ServeConfig", camera_of: "Callable[[int], Cam
             annotators[key] = Annotator(lines=cam.lines, zones=cam.zones) if cam is not None else Annotator()
         return annotators[key](result)
 
-    return [AnnotateStage(target, render=render)]
+    return [AnnotateStage(target, render=render, on_error="log")]  # one camera's dead relay stops no other

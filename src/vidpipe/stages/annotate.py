@@ -14,7 +14,9 @@ re-stream).
 - A frame whose size differs from the stream's first frame (an image folder of mixed sizes) is
   not written and counted (``skipped_size``); its result passes on unchanged.
 - A writer that fails mid-run (the server went away, the disk is full) is logged once, its
-  stream's video stops, and detection goes on (``report()`` gives the error).
+  stream's video stops, and detection goes on (``report()`` gives the error). A target that
+  cannot be opened at all raises (``on_error="raise"``, the CLI: a mistake to report) or is
+  logged like a failure (``on_error="log"``, ``vidpipe serve``: the other cameras go on).
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from vidpipe.errors import SinkError
+from vidpipe.errors import ConfigError, SinkError, SourceError
 from vidpipe.sources.redact import redact_text
 
 if TYPE_CHECKING:
@@ -89,6 +91,8 @@ class AnnotateStage:
         options, queue_frames: passed to each :class:`~vidpipe.encode.VideoWriter`.
         release_frames: hand the results on without their frames (``image=None``), freeing each
             frame at once when no later stage or caller needs the pixels (the CLI's case).
+        on_error: a target that cannot be opened: ``"raise"`` its error (ending the run) or
+            ``"log"`` it and go on without that stream's video.
     """
 
     name = "annotate"
@@ -105,7 +109,11 @@ class AnnotateStage:
         options: Mapping[str, str] | None = None,
         queue_frames: int = 8,
         release_frames: bool = False,
+        on_error: Literal["raise", "log"] = "raise",
     ) -> None:
+        if on_error not in ("raise", "log"):
+            raise ConfigError(f"on_error={on_error!r}; expected 'raise' or 'log'")
+        self._on_error = on_error
         self._target, self._render, self.codec = target, render, codec
         self._audio, self._fps = audio, fps
         self._options = dict(options or {})
@@ -195,7 +203,14 @@ class AnnotateStage:
         st.frames += 1
         _, h, w = image.shape
         if st.writer is None:
-            self._open(st, r.meta, h, w)  # a SinkError here (cannot open the target) ends the run
+            try:
+                self._open(st, r.meta, h, w)
+            except (SinkError, SourceError) as exc:
+                if self._on_error == "raise":
+                    raise
+                st.error = str(exc)
+                logger.error("annotate: %s; stream %d has no video, detection goes on", st.error, r.meta.stream_id)
+                return
         if (h, w) != st.size:
             st.skipped_size += 1
             return
