@@ -133,3 +133,19 @@ def test_silent_server_times_out(scheme):
             VideoWriter(f"{scheme}://u:pw@{LOOPBACK}:{port}/live/x", width=W, height=H, fps=FPS, timeout_s=1.5)
         elapsed = time.monotonic() - t0
     assert 1.0 <= elapsed < 6, elapsed
+
+
+def test_server_gone_mid_stream_is_an_error_not_a_hang(live_servers):
+    server = live_servers.rtmp()
+    w = VideoWriter(server.url("gone"), width=W, height=H, fps=FPS, timeout_s=3)
+    t_kill = None
+    with pytest.raises(SinkError, match="writing failed|stopped taking"):
+        for i in range(2000):
+            if i == 10:
+                server.stop()  # SIGKILL: the server vanishes
+                t_kill = time.monotonic()
+            w.write(frame(i % N), pts=i / FPS)
+            time.sleep(0.005)
+    assert t_kill is not None and time.monotonic() - t_kill < 6
+    w.close()  # the error was raised once; closing is quiet and does not hang
+    assert 0 < w.report()["frames"] <= 2000
