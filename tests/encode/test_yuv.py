@@ -1,5 +1,5 @@
 """The writer's RGB -> YUV 4:2:0 against FFmpeg's swscale (PyAV ``reformat(format="yuv420p")``),
-on the CPU and (marked ``gpu``) on CUDA: within 1 code value per sample."""
+on the CPU and (marked ``gpu``) on CUDA: within 1 code value per sample (2 on CUDA)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,11 @@ def test_matches_swscale(device, which):
     assert ours.device.type == device and ours.dtype == torch.uint8
     ref = swscale(rgb, matrix)
     diff = np.abs(ours.cpu().numpy().astype(int) - ref.astype(int))
-    assert ours.shape == ref.shape and diff.max() <= 1, f"max {diff.max()}, mean {diff.mean():.3f}"
+    # the CPU is within 1 of swscale; CUDA's float arithmetic (fused multiply-adds) may round a
+    # value that lies within ~1e-5 of .5 the other way: within 2 there
+    tolerance = 1 if device == "cpu" else 2
+    assert ours.shape == ref.shape and diff.max() <= tolerance, f"max {diff.max()}, mean {diff.mean():.3f}"
+    assert diff.mean() < 0.05
 
 
 @pytest.mark.gpu
