@@ -39,10 +39,11 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from vidpipe.encode._output import (TIME_BASE, add_video_stream, check_fps, connect_error, open_container, pad_even,
+                                    positive_int, start_encoding, why)
 from vidpipe.encode.targets import Target, parse_target
-from vidpipe.encode.yuv import AV_COLORSPACE, AV_PRIMARIES, AV_RANGE_LIMITED, AV_TRC, matrix_for_height, rgb_to_yuv420
+from vidpipe.encode.yuv import AV_COLORSPACE, AV_RANGE_LIMITED, matrix_for_height, rgb_to_yuv420
 from vidpipe.errors import ConfigError, SinkError
-from vidpipe.sources.redact import redact_url
 
 if TYPE_CHECKING:
     import torch
@@ -51,29 +52,7 @@ __all__ = ["VideoWriter", "TIME_BASE"]
 
 logger = logging.getLogger(__name__)
 
-TIME_BASE = Fraction(1, 90000)
-_GOP_SECONDS = 2.0
-_CODEC_DEFAULTS: dict[str, dict[str, str]] = {
-    "libx264": {"preset": "veryfast", "crf": "23"},
-    "libx265": {"preset": "veryfast", "crf": "26", "x265-params": "log-level=error"},
-}
 _STOP = object()
-
-
-def _fps(value: Any) -> Fraction:
-    try:
-        f = Fraction(value).limit_denominator(1001 * 1000) if not isinstance(value, Fraction) else value
-    except (TypeError, ValueError):
-        raise ConfigError(f"fps={value!r}: expected a positive number of frames per second") from None
-    if not (0 < f <= 1000):
-        raise ConfigError(f"fps={value!r}: expected a positive number of frames per second up to 1000")
-    return f
-
-
-def _positive_int(name: str, value: Any, high: int = 16384) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
-        raise ConfigError(f"{name}={value!r}: expected a whole number from 1 to {high}")
-    return value
 
 
 class VideoWriter:
@@ -118,10 +97,10 @@ class VideoWriter:
     ) -> None:
         import av
 
-        self.width = _positive_int("width", width)
-        self.height = _positive_int("height", height)
-        self.fps = _fps(fps)
-        self.queue_frames = _positive_int("queue_frames", queue_frames, 1024)
+        self.width = positive_int("width", width)
+        self.height = positive_int("height", height)
+        self.fps = check_fps(fps)
+        self.queue_frames = positive_int("queue_frames", queue_frames, 1024)
         if not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
             raise ConfigError(f"timeout_s={timeout_s!r}: expected a positive number of seconds")
         try:
@@ -138,11 +117,11 @@ class VideoWriter:
         self.name = self.target.name
         self.enc_width, self.enc_height = self.width + self.width % 2, self.height + self.height % 2
         self.matrix = matrix_for_height(self.enc_height)
-        self._gop = max(1, round(float(self.fps) * _GOP_SECONDS))
-        self._out = self._open(av, timeout_s)
+        self._out = open_container(self.target, timeout_s)
         failure: BaseException | None = None
         try:
-            self._stream = self._add_video(options)
+            self._stream = add_video_stream(self._out, self.target, codec=codec, fps=self.fps, width=self.enc_width,
+                                            height=self.enc_height, matrix=self.matrix, options=options)
             self._audio = None
             if audio_from is not None:
                 from vidpipe.encode.audio import AudioTrack
@@ -150,15 +129,18 @@ class VideoWriter:
                 supported = set(self._out.supported_codecs)
                 self._audio = AudioTrack(os.fspath(audio_from), self._out,
                                          copyable=lambda c: self.target.audio_copyable(c, supported))
-            self._start_encoding(timeout_s)  # opens the encoders, connects, writes the header
+            start_encoding(self._out, self.target, timeout_s)  # opens the encoders, connects, writes the header
         except BaseException as exc:
-            self._abort_open()
+            try:
+                self._out.close()
+            except Exception:  # noqa: BLE001 - already failing
+                pass
             from vidpipe.errors import SourceError
 
             if isinstance(exc, (ConfigError, SinkError, SourceError)) or not isinstance(exc, Exception):
                 raise
-            failure = SinkError(self._connect_error(exc, timeout_s) if self.target.live
-                                else f"{self.name}: cannot start writing ({self._why(exc)})")
+            failure = SinkError(connect_error(self.name, exc, timeout_s) if self.target.live
+                                else f"{self.name}: cannot start writing ({why(exc)})")
         if failure is not None:
             raise failure  # outside the except block: PyAV's error (it names the URL) is not chained
         self._timeout_s = float(timeout_s)
@@ -183,80 +165,6 @@ class VideoWriter:
         self._thread = threading.Thread(target=self._run, name=f"vidpipe-encode-{self.name}", daemon=True)
         self._thread.start()
 
-    # ---------------------------------------------------------------- opening
-    def _why(self, exc: BaseException) -> str:
-        return f"{type(exc).__name__}: {redact_url(str(exc))}" if str(exc) else type(exc).__name__
-
-    def _open(self, av: Any, timeout_s: float) -> Any:
-        t = self.target
-        if not t.live:
-            parent = os.path.dirname(os.path.abspath(t.location))
-            if not os.path.isdir(parent):
-                raise SinkError(f"{self.name}: the folder {parent} does not exist; create it first")
-        options = dict(t.container_options)
-        if t.format == "rtsp":
-            options["timeout"] = str(int(timeout_s * 1e6))  # the RTSP muxer's socket timeout
-        try:
-            return av.open(t.location, "w", format=t.format, container_options=options,
-                           timeout=(timeout_s, timeout_s) if t.live else None)
-        except Exception as exc:  # noqa: BLE001 - PyAV raises many kinds (OSError, ConnectionRefused, Timeout, ...)
-            failure = SinkError(self._connect_error(exc, timeout_s) if t.live
-                                else f"cannot create {self.name}: {self._why(exc)}")
-        raise failure  # outside the except block: PyAV's error (it names the URL) is not chained
-
-    def _connect_error(self, exc: BaseException, timeout_s: float) -> str:
-        # (PyAV connects when the header is written, so both av.open and start_encoding land here)
-        return (f"cannot publish to {self.name}: refused, or no answer within {timeout_s:g} s; is the server "
-                f"running and the URL right? ({self._why(exc)})")
-
-    def _add_video(self, options: Mapping[str, str] | None) -> Any:
-        s = self._out.add_stream(self.codec, rate=self.fps)
-        cc = s.codec_context
-        cc.width, cc.height = self.enc_width, self.enc_height
-        cc.pix_fmt = "yuv420p"
-        cc.time_base = TIME_BASE
-        s.time_base = TIME_BASE
-        cc.gop_size = self._gop
-        cc.colorspace = AV_COLORSPACE[self.matrix]
-        cc.color_primaries = AV_PRIMARIES[self.matrix]
-        cc.color_trc = AV_TRC[self.matrix]
-        cc.color_range = AV_RANGE_LIMITED
-        opts = dict(_CODEC_DEFAULTS.get(self.codec, {}))
-        if self.target.live and self.codec in ("libx264", "libx265"):
-            opts["tune"] = "zerolatency"
-        if self.target.format in ("mp4", "mov", "flv"):
-            # a fragmented MP4 has no edit list (FLV shifts negative decode times): B-frames'
-            # reordering delay would shift every timestamp; without them each frame keeps its pts
-            if self.codec == "libx264":
-                opts["bf"] = "0"
-            elif self.codec == "libx265":
-                opts["x265-params"] = opts["x265-params"] + ":bframes=0"
-        if options:
-            bad = [k for k, v in options.items() if not isinstance(k, str) or not isinstance(v, str)]
-            if bad:
-                raise ConfigError(f"options: keys and values must be texts, got {bad[0]!r}")
-            opts.update(options)
-        cc.options = opts
-        return s
-
-    def _start_encoding(self, timeout_s: float) -> None:
-        """``start_encoding``: opens the encoders, connects (RTMP) or announces (RTSP) and writes the
-        header. PyAV opens an RTMP connection with no timeout and holding the GIL (its ``timeout=``
-        and ``rw_timeout`` do not reach that connection), so an RTMP server is first checked with
-        a bounded handshake of our own (:func:`~vidpipe.encode.targets.rtmp_handshake`); RTSP has
-        the muxer's own socket ``timeout``."""
-        if self.target.format == "flv" and self.target.live:
-            from vidpipe.encode.targets import rtmp_handshake
-
-            rtmp_handshake(self.target.location, timeout_s)
-        self._out.start_encoding()
-
-    def _abort_open(self) -> None:
-        try:
-            self._out.close()
-        except Exception:  # noqa: BLE001 - already failing
-            pass
-
     # ---------------------------------------------------------------- the caller's side
     def write(self, image: "torch.Tensor", *, pts: float | None = None) -> None:
         """Queue one frame: ``(3, height, width)`` uint8 RGB on any device; ``pts`` in seconds.
@@ -280,7 +188,7 @@ class VideoWriter:
         if pts is not None and not (isinstance(pts, (int, float)) and math.isfinite(pts)):
             raise ValueError(f"{self.name}: pts={pts!r}: expected seconds (a finite number) or None")
         if self.enc_width != self.width or self.enc_height != self.height:
-            image = _pad_even(image)
+            image = pad_even(image)
         if image.is_cuda:
             item = self._to_host(image)
         else:
@@ -350,7 +258,7 @@ class VideoWriter:
     def _raise_failure(self) -> None:
         if self._error is not None and not self._raised:
             self._raised = True
-            raise SinkError(f"{self.name}: writing failed: {self._why(self._error)}") from None
+            raise SinkError(f"{self.name}: writing failed: {why(self._error)}") from None
         if self._error is not None:
             raise SinkError(f"{self.name}: the writer has failed (see the first error)")
 
@@ -479,7 +387,7 @@ class VideoWriter:
             self._thread.join()
         if self._error is not None and not self._raised:
             self._raised = True
-            raise SinkError(f"{self.name}: writing failed: {self._why(self._error)}") from None
+            raise SinkError(f"{self.name}: writing failed: {why(self._error)}") from None
 
     def report(self) -> dict[str, Any]:
         """What was written: ``target`` (credentials masked), ``frames``, ``width``/``height``
@@ -515,14 +423,3 @@ class VideoWriter:
     def __repr__(self) -> str:
         return (f"VideoWriter({self.name!r}, {self.enc_width}x{self.enc_height}, fps={float(self.fps):g}, "
                 f"codec={self.codec!r}, frames={self.frames})")
-
-
-def _pad_even(image: "torch.Tensor") -> "torch.Tensor":
-    """``(3, H, W)`` padded to even ``H``/``W`` by repeating the last row/column."""
-    import torch
-
-    if image.shape[2] % 2:
-        image = torch.cat((image, image[:, :, -1:]), dim=2)
-    if image.shape[1] % 2:
-        image = torch.cat((image, image[:, -1:, :]), dim=1)
-    return image
