@@ -192,7 +192,7 @@ class VideoWriter:
         if image.is_cuda:
             item = self._to_host(image)
         else:
-            item = (image.clone(), None, None)  # the caller may reuse its tensor
+            item = (image.clone(memory_format=torch.contiguous_format), None, None)  # the caller may reuse its tensor
         self._put((item, None if pts is None else float(pts)))
         self.frames_in += 1
 
@@ -329,8 +329,7 @@ class VideoWriter:
             self._pinned.put(buf)  # from_ndarray copied it
             self.device_frames += 1
         else:
-            hwc = rgb.permute(1, 2, 0).contiguous().numpy()
-            frame = av.VideoFrame.from_ndarray(hwc, format="rgb24").reformat(
+            frame = _planar_rgb(av, rgb).reformat(
                 format="yuv420p", dst_colorspace=AV_COLORSPACE[self.matrix], dst_color_range=AV_RANGE_LIMITED)
         frame.colorspace = AV_COLORSPACE[self.matrix]
         frame.color_range = AV_RANGE_LIMITED
@@ -423,3 +422,17 @@ class VideoWriter:
     def __repr__(self) -> str:
         return (f"VideoWriter({self.name!r}, {self.enc_width}x{self.enc_height}, fps={float(self.fps):g}, "
                 f"codec={self.codec!r}, frames={self.frames})")
+
+
+def _planar_rgb(av: Any, rgb: "torch.Tensor") -> Any:
+    """A ``gbrp`` frame of a contiguous ``(3, H, W)`` RGB tensor, plane by plane (no interleaving
+    copy: 1080p converts in ~5 ms instead of ~18 ms through ``rgb24``; swscale gives the same
+    bytes); ``rgb24`` when the frame's rows are padded."""
+    _, h, w = rgb.shape
+    frame = av.VideoFrame(w, h, "gbrp")
+    if all(p.line_size == w for p in frame.planes):
+        a = rgb.numpy()
+        for plane, channel in zip(frame.planes, (1, 2, 0)):  # gbrp: G, B, R
+            plane.update(a[channel])
+        return frame
+    return av.VideoFrame.from_ndarray(rgb.permute(1, 2, 0).contiguous().numpy(), format="rgb24")
