@@ -81,6 +81,7 @@ def run_e2e_bench(
     ceiling_sessions: int = 28,
     ceiling_frames: int | None = 1200,
     work_dir: str | Path | None = None,
+    annotate: bool = False,
 ) -> VideoBenchResult:
     """Run the end-to-end peers on each input in this process; see the module docstring.
 
@@ -93,6 +94,8 @@ def run_e2e_bench(
     machine without a GPU ``baseline`` and ``opencv`` too).
     ``work_dir``: where ``generate`` writes its clips, kept and reused by later runs (default: a
     temporary folder removed at the end, see :mod:`vidpipe.bench.workdir`).
+    ``annotate``: after each vidpipe peer, its ``+draw`` and ``+annotate`` rows
+    (:mod:`vidpipe.bench.e2e_annotate`).
     """
     from contextlib import ExitStack
 
@@ -112,8 +115,12 @@ def run_e2e_bench(
             paths += [(name, str(generate_video(name, work, frames=frames))) for name in parse_presets(generate)]
         if not paths:
             raise ConfigError("bench e2e needs input files or --generate presets")
+        from vidpipe.bench.e2e_annotate import ANNOTATE_PEERS, with_annotate_peers
+
+        if annotate:
+            peers = with_annotate_peers(list(peers))
         for name in peers:
-            if name not in PEERS:
+            if name not in PEERS and name not in ANNOTATE_PEERS:
                 raise ConfigError(f"unknown peer {name!r}; expected some of {', '.join(PEERS)}")
         detector = build_detector(model, device=str(dev))
         rows, in_rows, all_targets = [], [], {}
@@ -161,6 +168,7 @@ def _run_peer(name: str, ctx: _Ctx) -> dict:
 
 
 def _unavailable(name: str, ctx: _Ctx) -> str | None:
+    name = name.split("+")[0]  # "vidpipe-gpu+annotate": as its peer
     gpu_only = {"vidpipe-gpu", "vidpipe-gpu-threads", "nvdec-ceiling", "model-only"}
     if name in gpu_only and ctx.device.type != "cuda":
         return "needs a CUDA device"
@@ -309,15 +317,22 @@ def _opencv(ctx: _Ctx) -> tuple[int, dict]:
 
 
 def _vidpipe(
-    ctx: _Ctx, *, decoder: str, device: Any, max_frames: int | None = None, processes: int | None = None
+    ctx: _Ctx, *, decoder: str, device: Any, max_frames: int | None = None, processes: int | None = None,
+    stages: str | None = None,
 ) -> tuple[int, dict]:
+    import tempfile
+
     import vidpipe
     from vidpipe.api import build_detector
+    from vidpipe.bench.e2e_annotate import annotate_note, annotate_stages
 
     det = ctx.detector if device == ctx.device else build_detector(ctx.detector.model.info.name, device=str(device))
-    run = vidpipe.detect(ctx.path, model=det, decoder=decoder, batch_size=ctx.batch_size,
-                         max_frames=max_frames, results_on_host=True, decoder_processes=processes)  # fmt: skip
-    n = sum(1 for _ in run)
+    with tempfile.TemporaryDirectory(prefix="vidpipe-bench-annotate-") as folder:
+        run = vidpipe.detect(ctx.path, model=det, decoder=decoder, batch_size=ctx.batch_size,
+                             max_frames=max_frames, results_on_host=True, decoder_processes=processes,
+                             stages=annotate_stages(stages, folder) if stages else ())  # fmt: skip
+        n = sum(1 for _ in run)
+        run.close()  # the writers finish inside the run's time (summary() below)
     s = run.summary()
     stats = run.get_stats()
     src = s.sources[0]
@@ -325,6 +340,8 @@ def _vidpipe(
     procs = stats.get("decoder_processes")
     if procs:
         note += f" in {procs} decoder processes"
+    if stages == "annotate":
+        note += "; " + annotate_note(s.stages)
     return n, {"wall_s": s.seconds, "detections": s.detections, "d2h_bytes_per_frame": stats["d2h_bytes_per_frame"],
                "stages": _stages_text(stats), "note": note}  # fmt: skip
 
@@ -356,12 +373,14 @@ def _model_only(ctx: _Ctx) -> tuple[int, dict]:
 _RUNNERS: dict[str, Callable[[_Ctx], tuple[int, dict]]] = {
     "baseline": _baseline,
     "opencv": _opencv,
-    "vidpipe-pyav": lambda c: _vidpipe(c, decoder="pyav", device=c.device, max_frames=c.ref_frames),
-    "vidpipe-cpu": lambda c: _vidpipe(c, decoder="pyav", device=_cpu(), max_frames=c.cpu_frames),
-    "vidpipe-gpu": lambda c: _vidpipe(c, decoder="nvdec", device=c.device),
+    "vidpipe-pyav": lambda c, **kw: _vidpipe(c, decoder="pyav", device=c.device, max_frames=c.ref_frames, **kw),
+    "vidpipe-cpu": lambda c, **kw: _vidpipe(c, decoder="pyav", device=_cpu(), max_frames=c.cpu_frames, **kw),
+    "vidpipe-gpu": lambda c, **kw: _vidpipe(c, decoder="nvdec", device=c.device, **kw),
     "vidpipe-gpu-threads": lambda c: _vidpipe(c, decoder="nvdec", device=c.device, processes=0),
     "nvdec-ceiling": _ceiling,
     "model-only": _model_only,
+    **{f"{base}+{kind}": (lambda c, base=base, kind=kind: _RUNNERS[base](c, stages=kind))
+       for base in ("vidpipe-pyav", "vidpipe-cpu", "vidpipe-gpu") for kind in ("draw", "annotate")},
 }
 
 

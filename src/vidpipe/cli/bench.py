@@ -58,6 +58,8 @@ def add_parser(sub, common) -> None:
                    help="frames of the peers whose model runs on the CPU (default: %(default)s)")
     e.add_argument("--out", default="bench-out", help="folder for the report (default: %(default)s)")
     e.add_argument("--cache-dir", metavar="DIR", default=None, help=CACHE_HELP)
+    e.add_argument("--annotate", action="store_true",
+                   help="also each vidpipe peer with drawing (+draw) and drawing + encoding (+annotate)")
     e.set_defaults(func=run_e2e)
 
     i = kinds.add_parser("images", parents=[common], help="JPEG datasets: PIL/OpenCV threads, nvJPEG, DALI, vidpipe")
@@ -151,6 +153,7 @@ def run_e2e(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         cpu_frames=args.cpu_frames,
         work_dir=args.cache_dir,
+        annotate=args.annotate,
     )
     return _show(result, args, "bench_e2e")
 

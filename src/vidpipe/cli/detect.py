@@ -14,6 +14,7 @@ import re
 import sys
 from pathlib import Path
 
+from vidpipe.cli._annotate_args import add_annotate_args, annotate_stages, check_blur
 from vidpipe.cli._embed_args import add_embed_args, with_embed_stages
 from vidpipe.cli._event_args import add_event_args, detect_events
 from vidpipe.cli._live_args import LiveWatch, add_live_args, live_options
@@ -129,6 +130,7 @@ def add_parser(sub, common) -> None:
     add_zone_args(p)
     add_event_args(p)
     add_track_args(p)
+    add_annotate_args(p)
     p.set_defaults(func=run, parser=p)
 
 
@@ -151,12 +153,11 @@ def _preview(args: argparse.Namespace) -> tuple:
         return None, []
     if args.metrics_port is None:
         args.parser.error("--preview needs --metrics-port PORT (the page is served beside the metrics; 0: a free port)")
-    from vidpipe.draw import Annotator
+    from vidpipe.cli._annotate_args import annotator
     from vidpipe.preview import PreviewHub, PreviewStage
 
     hub = PreviewHub()  # frames drawn only while a browser watches (and once a second for a late one)
-    annotate = Annotator(lines=tuple(args.line or ()), zones=tuple(args.zone or ()))
-    return hub, [PreviewStage(hub, render=annotate)]
+    return hub, [PreviewStage(hub, render=annotator(args))]  # what --annotate draws, --blur included
 
 
 def _output_spec(args: argparse.Namespace):
@@ -223,6 +224,19 @@ def _reader_gone(outputs) -> int:
     return 141
 
 
+def _print_annotated(summary, out) -> None:
+    """One line per ``--annotate`` video: where, frames, encoding cost, waits."""
+    for s in (summary.stages.get("annotate") or {}).get("streams", {}).values():
+        enc = s.get("encode_ms_per_frame")
+        line = (f"annotated: {s['target']}  {s['frames']} frames"
+                + (f", encode {enc:.1f} ms/frame" if enc is not None else "")
+                + (f", render {s['render_ms_per_frame']:.1f} ms/frame" if s.get("render_ms_per_frame") else "")
+                + (f", inference waited {s['blocked_writes']}x ({s['blocked_ms']:.0f} ms)" if s.get("blocked_writes") else "")
+                + (f", audio {s['audio']}" if s.get("audio") else "")
+                + (f"  error: {s['error']}" if s.get("error") else ""))
+        print(line, file=out, flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     import vidpipe
     from vidpipe.cli._outputs import Outputs
@@ -261,9 +275,16 @@ def run(args: argparse.Namespace) -> int:
         results_on_host=True,
         letterbox=args.letterbox,
         live=live_options(args),
-        # embed, track, zones, preview, writer
-        stages=with_embed_stages(args, [*_tracker(args), *zone_stages(args), *preview_stages]),
+        # embed, track, zones, preview, annotate (drawn + encoded; it may let go of the frames), embeddings writer
+        stages=with_embed_stages(
+            args, [*_tracker(args), *zone_stages(args), *preview_stages, *annotate_stages(args, inputs)]
+        ),
     )
+    try:
+        check_blur(args, det_run.detector.names)
+    except SystemExit:
+        det_run.close()
+        raise
     outputs = Outputs(spec, det_run, names=det_run.detector.names, events=detect_events(args, det_run, spec))
     show = args.progress == "on" or (args.progress == "auto" and not args.quiet and sys.stderr.isatty())
     watch = LiveWatch.from_args(args, det_run)  # --metrics-port; the per-stream table when live
@@ -301,6 +322,7 @@ def run(args: argparse.Namespace) -> int:
     summary_out = sys.stderr if spec.mode == "stdout" else sys.stdout
     if not args.quiet:
         print(summary.format_text(errors=False), file=summary_out, flush=True)
+        _print_annotated(summary, summary_out)
     if stopped_by is not None:
         print(
             f"vidpipe: interrupted ({stopped_by}) after {summary.frames} frames; "

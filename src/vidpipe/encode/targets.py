@@ -10,7 +10,8 @@
 - ``rtsp://`` / ``rtsps://``: FFmpeg's RTSP muxer (ANNOUNCE + RECORD) over TCP.
 
 Live targets open with a connection timeout (``timeout_s``); a server that refuses, or that
-accepts and then says nothing, is a :class:`~vidpipe.errors.SinkError` within that time.
+accepts and then says nothing, is a :class:`~vidpipe.errors.SinkError` within that time (RTMP:
+:func:`rtmp_handshake` first, since FFmpeg's RTMP connection as PyAV opens it has no timeout).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from vidpipe.errors import ConfigError
 from vidpipe.sources.redact import redact_url
 
-__all__ = ["Target", "parse_target", "FRAGMENTED_MOVFLAGS"]
+__all__ = ["Target", "parse_target", "rtmp_handshake", "FRAGMENTED_MOVFLAGS"]
 
 FRAGMENTED_MOVFLAGS = "frag_keyframe+empty_moov+default_base_moof"
 _FILE_FORMATS = {
@@ -104,3 +105,39 @@ def parse_target(target: str | os.PathLike, *, codec: str) -> Target:
     else:
         options = (("flush_packets", "1"),)
     return Target(str(path), name, fmt, False, options)
+
+
+def rtmp_handshake(url: str, timeout_s: float) -> None:
+    """Connect to ``url``'s RTMP server and do the first half of the RTMP handshake (send C0+C1,
+    read S0+S1), each step within ``timeout_s``; then hang up.
+
+    Raises:
+        TimeoutError: no connection or no answer in time. ConnectionError / OSError: refused,
+            reset, or an answer that is not RTMP's.
+    """
+    import os as _os
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme.lower() == "rtmps":
+        return  # TLS first: FFmpeg's own connection is the check
+    host, port = parts.hostname or "localhost", parts.port or 1935
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout_s)
+    except socket.timeout:
+        raise TimeoutError(f"no connection within {timeout_s:g} s") from None
+    with sock:
+        sock.settimeout(timeout_s)
+        sock.sendall(b"\x03" + bytes(8) + _os.urandom(1528))  # C0 (version 3) + C1 (time, zero, random)
+        got = b""
+        try:
+            while len(got) < 1537:
+                chunk = sock.recv(1537 - len(got))
+                if not chunk:
+                    raise ConnectionError("the server closed the connection during the RTMP handshake")
+                got += chunk
+        except socket.timeout:
+            raise TimeoutError(f"no answer within {timeout_s:g} s") from None
+        if got[0] != 3:
+            raise ConnectionError(f"not an RTMP server (handshake version {got[0]})")

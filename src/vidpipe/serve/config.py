@@ -99,6 +99,9 @@ class CameraConfig:
         anchor: the box point that stands for the object for those (``bottom_center``, ...).
         track: track this camera's objects (``True``), or not (``False``); ``None``: as the
             top-level ``track`` says.
+        annotate: the camera's annotated video (boxes, labels, track ids, its lines and zones):
+            a file (``.mp4``, ``.mkv``, ...; fragmented MP4) or a live re-stream (``rtmp://``,
+            ``rtsp://``; shown redacted); ``None``: none (:mod:`vidpipe.stages.annotate`).
     """
 
     name: str
@@ -111,6 +114,7 @@ class CameraConfig:
     zones: tuple[Any, ...] = ()
     anchor: str = "bottom_center"
     track: bool | None = None
+    annotate: str | None = None
 
     def __post_init__(self) -> None:
         _check("camera ", "name", self.name, F.camera_name)
@@ -123,6 +127,8 @@ class CameraConfig:
         _check(f"camera {self.name!r} ", "enabled", self.enabled, F.boolean)
         if self.track is not None:
             _check(f"camera {self.name!r} ", "track", self.track, F.boolean)
+        if self.annotate is not None:
+            _check_annotate(self)
         if isinstance(self.output, (str, Path)):
             object.__setattr__(self, "output", OutputConfig(str(self.output)))
         elif self.output is not None and not isinstance(self.output, OutputConfig):
@@ -138,10 +144,27 @@ class CameraConfig:
         return redact_url(self.url)
 
     def __repr__(self) -> str:
+        from vidpipe.sources.redact import redact_url
+
+        annotate = None if self.annotate is None else redact_url(str(self.annotate))
         return (
             f"CameraConfig(name={self.name!r}, url={self.source_name!r}, classes={self.classes!r}, "
-            f"conf={self.conf!r}, output={self.output!r}, enabled={self.enabled!r}, track={self.track!r})"
+            f"conf={self.conf!r}, output={self.output!r}, enabled={self.enabled!r}, track={self.track!r}, "
+            f"annotate={annotate!r})"
         )
+
+
+def _check_annotate(cam: "CameraConfig") -> None:
+    """``cam.annotate``: a video file or an rtmp:// / rtsp:// URL (errors name the camera)."""
+    from vidpipe.encode.targets import parse_target
+
+    value = str(cam.annotate) if isinstance(cam.annotate, Path) else cam.annotate
+    _check(f"camera {cam.name!r} ", "annotate", value, F.text)
+    try:
+        parse_target(value, codec="libx264")
+    except ConfigError as exc:
+        raise ConfigError(f"invalid camera {cam.name!r} annotate: {str(exc).removeprefix('target ')}") from None
+    object.__setattr__(cam, "annotate", value)
 
 
 def _zone_fields(cam: "CameraConfig") -> None:

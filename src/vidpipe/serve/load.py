@@ -54,6 +54,7 @@ _CAMERA_VALIDATORS: dict[str, F.Validator] = {
     "enabled": F.boolean,
     "anchor": F.choice(*ANCHORS),
     "track": F.boolean,
+    "annotate": F.text,
 }
 
 
@@ -186,6 +187,11 @@ class _Builder:
             kwargs["url"] = self.url(kwargs["url"])
             if "output" in item:
                 kwargs["output"] = self.output(item["output"], cpath + ("output",))
+            if "annotate" in item:  # a video file (relative to the config's folder) or a live URL
+                target = kwargs["annotate"]
+                kwargs["annotate"] = target if "://" in target else self.path(target)
+                self.build(cpath + ("annotate",), CameraConfig, name=kwargs["name"], url=kwargs["url"],
+                           annotate=kwargs["annotate"])
             for key in ("lines", "zones"):
                 if key in item:
                     kwargs[key] = self.geometry(item[key], cpath + (key,), key, kwargs["name"])

@@ -152,12 +152,15 @@ class Server:
             from vidpipe.serve.zones import serve_zone_stages  # after the tracker
 
             stages = [*stages, *serve_zone_stages(config, lambda sid: config.camera(self._name_of.get(sid, "")))]
-            if config.metrics.preview and config.metrics.port is not None:  # last: it shows what the others found
-                from vidpipe.draw import Annotator
+            from vidpipe.serve.annotate import CameraRender, serve_annotate_stages  # after the zones
+
+            camera_of = lambda sid: config.camera(self._name_of.get(sid, ""))  # noqa: E731
+            if config.metrics.preview and config.metrics.port is not None:  # it shows what the others found
                 from vidpipe.preview import PreviewHub, PreviewStage
 
-                self._preview = PreviewHub()
-                stages.append(PreviewStage(self._preview, render=Annotator()))  # boxes, labels, track ids
+                self._preview = PreviewHub()  # boxes, labels, track ids, each camera's lines and zones
+                stages.append(PreviewStage(self._preview, render=CameraRender(camera_of)))
+            stages += serve_annotate_stages(config, camera_of)
             run = DetectionRun(specs, detector, pconfig, keep_alive=True, stages=stages)
             outputs.attach_events(run, live_of=lambda sid: run.kind_of(sid) == "live")
         except BaseException:

@@ -81,6 +81,12 @@ class Stage(Protocol):
         """Results of one stream, consecutive frames in order -> the same frames, same order."""
         ...
 
+    # Optional: ``process_batch(groups: Sequence[Sequence[FrameResult]]) -> Sequence[Sequence[FrameResult]]``.
+    # A stage that has it gets every stream's group of a batch in one call (each group one
+    # stream's consecutive frames in order, as for process; the same groups back, same order and
+    # lengths), e.g. to draw the frames of all streams in one pass on the GPU. The runner then
+    # calls it instead of process.
+
     def reset(self, stream_id: int) -> None:
         """Forget the stream's state (it starts over)."""
         ...

@@ -78,20 +78,26 @@ class StageRunner:
         groups: dict[int, list[int]] = {}
         for i, r in enumerate(results):
             groups.setdefault(r.meta.stream_id, []).append(i)
-        out: list[Any] = list(results)
-        for sid, rows in groups.items():
+        for sid, rows in groups.items():  # a stream starting over is reset before any stage sees it
             conn = results[rows[0]].meta.connection
             if self._connection.setdefault(sid, conn) != conn:
                 self._connection[sid] = conn
                 self.reset(sid)
-            group: Sequence[FrameResult] = [results[i] for i in rows]
-            for stage in self.stages:
-                t0 = time.perf_counter()
-                group = stage.process(group)
-                if self._timer is not None:
-                    self._timer(stage.name, time.perf_counter() - t0, len(rows))
+        parts: list[Sequence[FrameResult]] = [[results[i] for i in rows] for rows in groups.values()]
+        for stage in self.stages:
+            t0 = time.perf_counter()
+            batch = getattr(stage, "process_batch", None)
+            if batch is not None:  # every stream's group in one call (see Stage.process_batch)
+                parts = list(batch(parts))
+            else:
+                parts = [stage.process(group) for group in parts]
+            if self._timer is not None:
+                self._timer(stage.name, time.perf_counter() - t0, len(results))
+            for rows, group in zip(groups.values(), parts):
                 if len(group) != len(rows):
                     raise RuntimeError(f"stage {stage.name!r} returned {len(group)} results for {len(rows)} frames")
+        out: list[Any] = list(results)
+        for rows, group in zip(groups.values(), parts):
             for i, r in zip(rows, group):
                 out[i] = r
         return out

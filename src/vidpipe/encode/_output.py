@@ -1,0 +1,143 @@
+"""Opening a :class:`~vidpipe.encode.VideoWriter`'s output: argument checks, the container, the
+video stream (encoder options, colour tags, time base), the connection of live targets."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from vidpipe.encode.targets import Target
+from vidpipe.encode.yuv import AV_COLORSPACE, AV_PRIMARIES, AV_RANGE_LIMITED, AV_TRC, Matrix
+from vidpipe.errors import ConfigError, SinkError
+from vidpipe.sources.redact import redact_url
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["TIME_BASE", "check_fps", "positive_int", "open_container", "add_video_stream", "start_encoding",
+           "connect_error", "why", "pad_even"]
+
+TIME_BASE = Fraction(1, 90000)
+_GOP_SECONDS = 2.0
+_CODEC_DEFAULTS: dict[str, dict[str, str]] = {
+    "libx264": {"preset": "veryfast", "crf": "23"},
+    "libx265": {"preset": "veryfast", "crf": "26", "x265-params": "log-level=error"},
+}
+_STOP = object()
+
+
+def check_fps(value: Any) -> Fraction:
+    try:
+        f = Fraction(value).limit_denominator(1001 * 1000) if not isinstance(value, Fraction) else value
+    except (TypeError, ValueError):
+        raise ConfigError(f"fps={value!r}: expected a positive number of frames per second") from None
+    if not (0 < f <= 1000):
+        raise ConfigError(f"fps={value!r}: expected a positive number of frames per second up to 1000")
+    return f
+
+
+def positive_int(name: str, value: Any, high: int = 16384) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        raise ConfigError(f"{name}={value!r}: expected a whole number from 1 to {high}")
+    return value
+
+
+def why(exc: BaseException) -> str:
+    """``Type: message`` of ``exc``, credentials masked."""
+    return f"{type(exc).__name__}: {redact_url(str(exc))}" if str(exc) else type(exc).__name__
+
+
+def connect_error(name: str, exc: BaseException, timeout_s: float) -> str:
+    """The message of a live target that could not be opened (PyAV connects when the header is
+    written, so both ``av.open`` and ``start_encoding`` failures land here)."""
+    return (f"cannot publish to {name}: refused, or no answer within {timeout_s:g} s; is the server "
+            f"running and the URL right? ({why(exc)})")
+
+
+def open_container(target: Target, timeout_s: float) -> Any:
+    """The PyAV output container of ``target``.
+
+    Raises:
+        SinkError: a missing folder, or PyAV cannot open it (its error, which may name the URL, is
+            not chained).
+    """
+    import av
+
+    if not target.live:
+        parent = os.path.dirname(os.path.abspath(target.location))
+        if not os.path.isdir(parent):
+            raise SinkError(f"{target.name}: the folder {parent} does not exist; create it first")
+    options = dict(target.container_options)
+    if target.format == "rtsp":
+        options["timeout"] = str(int(timeout_s * 1e6))  # the RTSP muxer's socket timeout
+    try:
+        return av.open(target.location, "w", format=target.format, container_options=options,
+                       timeout=(timeout_s, timeout_s) if target.live else None)
+    except Exception as exc:  # noqa: BLE001 - PyAV raises many kinds (OSError, ConnectionRefused, Timeout, ...)
+        failure = SinkError(connect_error(target.name, exc, timeout_s) if target.live
+                            else f"cannot create {target.name}: {why(exc)}")
+    raise failure  # outside the except block: PyAV's error (it names the URL) is not chained
+
+
+def add_video_stream(out: Any, target: Target, *, codec: str, fps: Fraction, width: int, height: int, matrix: Matrix,
+                     options: Mapping[str, str] | None) -> Any:
+    """Add the ``yuv420p`` video stream: a 1/90000 s time base, a keyframe every 2 s, the colour
+    tags of ``matrix`` (limited range), the encoder's defaults with ``options`` over them.
+
+    Raises:
+        ConfigError: ``options`` not a mapping of texts.
+    """
+    s = out.add_stream(codec, rate=fps)
+    cc = s.codec_context
+    cc.width, cc.height = width, height
+    cc.pix_fmt = "yuv420p"
+    cc.time_base = TIME_BASE
+    s.time_base = TIME_BASE
+    cc.gop_size = max(1, round(float(fps) * _GOP_SECONDS))
+    cc.colorspace = AV_COLORSPACE[matrix]
+    cc.color_primaries = AV_PRIMARIES[matrix]
+    cc.color_trc = AV_TRC[matrix]
+    cc.color_range = AV_RANGE_LIMITED
+    opts = dict(_CODEC_DEFAULTS.get(codec, {}))
+    if target.live and codec in ("libx264", "libx265"):
+        opts["tune"] = "zerolatency"
+    if target.format in ("mp4", "mov", "flv"):
+        # a fragmented MP4 has no edit list (FLV shifts negative decode times): B-frames'
+        # reordering delay would shift every timestamp; without them each frame keeps its pts
+        if codec == "libx264":
+            opts["bf"] = "0"
+        elif codec == "libx265":
+            opts["x265-params"] = opts["x265-params"] + ":bframes=0"
+    if options:
+        bad = [k for k, v in options.items() if not isinstance(k, str) or not isinstance(v, str)]
+        if bad:
+            raise ConfigError(f"options: keys and values must be texts, got {bad[0]!r}")
+        opts.update(options)
+    cc.options = opts
+    return s
+
+
+def start_encoding(out: Any, target: Target, timeout_s: float) -> None:
+    """``out.start_encoding()``: opens the encoders, connects (RTMP) or announces (RTSP), writes the
+    header. PyAV opens an RTMP connection with no timeout and holding the GIL (its ``timeout=`` and
+    ``rw_timeout`` do not reach that connection), so an RTMP server is first checked with a
+    bounded handshake of our own (:func:`~vidpipe.encode.targets.rtmp_handshake`); RTSP has the
+    muxer's own socket ``timeout``."""
+    if target.format == "flv" and target.live:
+        from vidpipe.encode.targets import rtmp_handshake
+
+        rtmp_handshake(target.location, timeout_s)
+    out.start_encoding()
+
+
+def pad_even(image: "torch.Tensor") -> "torch.Tensor":
+    """``(3, H, W)`` padded to even ``H``/``W`` by repeating the last row/column."""
+    import torch
+
+    if image.shape[2] % 2:
+        image = torch.cat((image, image[:, :, -1:]), dim=2)
+    if image.shape[1] % 2:
+        image = torch.cat((image, image[:, -1:, :]), dim=1)
+    return image

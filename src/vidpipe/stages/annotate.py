@@ -1,0 +1,257 @@
+"""The ``annotate`` stage: each result's frame rendered (boxes, labels, lines, zones, blur) and
+written to a video per stream (:class:`~vidpipe.encode.VideoWriter`: a file, or an RTMP/RTSP
+re-stream).
+
+- A stream's writer opens at its first frame: size from the frame, frame rate from the source
+  (probed with PyAV; 30 when it cannot be told, e.g. a live URL), the source's audio when it is
+  a local file.
+- Rendering runs on the run's thread and device (``render(result) -> (3, H, W) uint8``, e.g.
+  :class:`vidpipe.draw.Annotator`); encoding runs on each writer's thread. The run waits for
+  encoding only when a writer's bounded queue is full: ``report()`` counts those waits
+  (``blocked_writes``, ``blocked_ms``).
+- Timestamps: the frames' ``pts``; after a live reconnect (:meth:`reset`) the new connection's
+  timestamps continue where the last frame ended.
+- A frame whose size differs from the stream's first frame (an image folder of mixed sizes) is
+  not written and counted (``skipped_size``); its result passes on unchanged.
+- A writer that fails mid-run (the server went away, the disk is full) is logged once, its
+  stream's video stops, and detection goes on (``report()`` gives the error). A target that
+  cannot be opened at all raises (``on_error="raise"``, the CLI: a mistake to report) or is
+  logged like a failure (``on_error="log"``, ``vidpipe serve``: the other cameras go on).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from vidpipe.errors import ConfigError, SinkError, SourceError
+from vidpipe.sources.redact import redact_text
+
+if TYPE_CHECKING:
+    import torch
+
+    from vidpipe.encode import VideoWriter
+    from vidpipe.types import FrameMeta, FrameResult
+
+__all__ = ["AnnotateStage", "source_fps", "audio_source"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_FPS = 30.0
+
+
+def source_fps(source: str) -> float:
+    """The frame rate of a local video file (PyAV's probe), else :data:`DEFAULT_FPS`."""
+    if "://" in source or not os.path.isfile(source):
+        return DEFAULT_FPS
+    try:
+        from vidpipe.decode.probe import probe
+
+        fps = probe(source).fps
+    except Exception:  # noqa: BLE001 - not a video PyAV can describe: the default
+        return DEFAULT_FPS
+    return float(fps) if fps and 0 < fps <= 1000 else DEFAULT_FPS
+
+
+def audio_source(source: str) -> str | None:
+    """``source`` when it is a local file (whose audio the video may carry), else ``None``."""
+    return source if "://" not in source and os.path.isfile(source) else None
+
+
+@dataclass
+class _Stream:
+    target: str
+    writer: "VideoWriter | None" = None
+    size: tuple[int, int] | None = None
+    shift: float = 0.0  # added to pts (continuing after a reconnect)
+    rebase: bool = False
+    last_pts: float | None = None
+    render_s: float = 0.0
+    frames: int = 0
+    skipped_size: int = 0
+    error: str | None = None
+    final: dict = field(default_factory=dict)
+
+
+class AnnotateStage:
+    """Render every result and write it to its stream's video (see the module docstring).
+
+    Args:
+        target: where stream ``meta`` goes: ``target(meta) -> str`` (a file path or a live
+            URL), or ``None`` to leave that stream out.
+        render: ``render(result) -> (3, H, W) uint8 RGB`` tensor, a new one (the frame is not
+            modified); e.g. ``vidpipe.draw.Annotator(...)``. When it also has
+            ``many(results) -> [tensor, ...]`` (the Annotator does), a batch's frames of every
+            stream are rendered in one call.
+        codec: the video encoder (``"libx264"``, ``"libx265"``).
+        audio: copy each file source's audio into its video.
+        fps: ``fps(source) -> float`` for a stream's nominal rate (default :func:`source_fps`).
+        options, queue_frames: passed to each :class:`~vidpipe.encode.VideoWriter`.
+        release_frames: hand the results on without their frames (``image=None``), freeing each
+            frame at once when no later stage or caller needs the pixels (the CLI's case).
+        on_error: a target that cannot be opened: ``"raise"`` its error (ending the run) or
+            ``"log"`` it and go on without that stream's video.
+    """
+
+    name = "annotate"
+    needs_frames = True
+
+    def __init__(
+        self,
+        target: "Callable[[FrameMeta], str | os.PathLike | None]",
+        *,
+        render: "Callable[[FrameResult], torch.Tensor]",
+        codec: str = "libx264",
+        audio: bool = True,
+        fps: Callable[[str], float] = source_fps,
+        options: Mapping[str, str] | None = None,
+        queue_frames: int = 8,
+        release_frames: bool = False,
+        on_error: Literal["raise", "log"] = "raise",
+    ) -> None:
+        if on_error not in ("raise", "log"):
+            raise ConfigError(f"on_error={on_error!r}; expected 'raise' or 'log'")
+        self._on_error = on_error
+        self._target, self._render, self.codec = target, render, codec
+        self._audio, self._fps = audio, fps
+        self._options = dict(options or {})
+        self._queue_frames = queue_frames
+        self._release = release_frames
+        self._streams: dict[int, _Stream] = {}
+        self._closed = False
+
+    # ---------------------------------------------------------------- Stage
+    def process(self, results: "Sequence[FrameResult]") -> "Sequence[FrameResult]":
+        return self.process_batch([results])[0]
+
+    def process_batch(self, groups: "Sequence[Sequence[FrameResult]]") -> "list[Sequence[FrameResult]]":
+        """Every stream's results of a batch: rendered together (one ``render.many`` call when the
+        renderer has one, as :class:`vidpipe.draw.Annotator` does), then written per stream."""
+        todo: list[tuple[_Stream, FrameResult]] = []
+        for results in groups:
+            for r in results:
+                if r.image is None:
+                    raise RuntimeError("annotate: a result came without its frame (the run must keep frames)")
+                st = self._stream(r.meta)
+                if st is not None and st.error is None:
+                    todo.append((st, r))
+        if todo:
+            t0 = time.perf_counter()
+            many = getattr(self._render, "many", None)
+            images = many([r for _, r in todo]) if many is not None else [self._render(r) for _, r in todo]
+            each = (time.perf_counter() - t0) / len(todo)
+            for (st, r), image in zip(todo, images):
+                st.render_s += each
+                if st.error is None:  # (a writer that failed on an earlier frame of this batch)
+                    self._write(st, r, image)
+        if self._release:
+            import dataclasses
+
+            return [[dataclasses.replace(r, image=None) for r in results] for results in groups]
+        return list(groups)
+
+    def reset(self, stream_id: int) -> None:
+        st = self._streams.get(stream_id)
+        if st is not None and st.last_pts is not None:
+            st.rebase = True  # the next frame's pts continue after the last one written
+
+    def report(self) -> dict[str, Any]:
+        """``{"streams": {stream_id: {...}}}``: per stream the ``target`` (credentials masked),
+        ``frames`` written, ``render_ms_per_frame`` (the run's thread), the writer's
+        ``encode_ms_per_frame``, ``blocked_writes``/``blocked_ms``, ``audio``, ``error``."""
+        streams: dict[str, Any] = {}
+        for sid, st in sorted(self._streams.items()):
+            w = st.final or (st.writer.report() if st.writer is not None else {})
+            streams[str(sid)] = {
+                "target": redact_text(st.target),
+                "frames": w.get("frames", 0),
+                "render_ms_per_frame": round(st.render_s * 1000 / st.frames, 3) if st.frames else None,
+                "encode_ms_per_frame": w.get("encode_ms_per_frame"),
+                "blocked_writes": w.get("blocked_writes", 0),
+                "blocked_ms": w.get("blocked_ms", 0.0),
+                "width": w.get("width"),
+                "height": w.get("height"),
+                "fps": w.get("fps"),
+                "codec": w.get("codec", self.codec),
+                "audio": w.get("audio"),
+                "pts_nudged": w.get("pts_nudged", 0),
+                "skipped_size": st.skipped_size,
+                "error": st.error,
+            }
+        return {"streams": streams} if streams else {}
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for st in self._streams.values():
+            self._finish(st)
+
+    # ---------------------------------------------------------------- internals
+    def _stream(self, meta: "FrameMeta") -> _Stream | None:
+        st = self._streams.get(meta.stream_id)
+        if st is None:
+            target = self._target(meta)
+            if target is None:
+                self._streams[meta.stream_id] = st = _Stream(target="", error="no target")
+                return None
+            st = self._streams[meta.stream_id] = _Stream(target=os.fspath(target))
+        return st
+
+    def _open(self, st: _Stream, meta: "FrameMeta", height: int, width: int) -> None:
+        from vidpipe.encode import VideoWriter
+
+        fps = self._fps(meta.source)
+        audio = audio_source(meta.source) if self._audio else None
+        st.size = (height, width)
+        st.writer = VideoWriter(st.target, width=width, height=height, fps=fps, codec=self.codec,
+                                audio_from=audio, options=self._options or None, queue_frames=self._queue_frames)
+        logger.info("annotate: stream %d -> %s (%dx%d, %.3g fps%s)", meta.stream_id, redact_text(st.target),
+                    width, height, fps, ", audio from the source" if audio else "")
+
+    def _write(self, st: _Stream, r: "FrameResult", image: "torch.Tensor") -> None:
+        st.frames += 1
+        _, h, w = image.shape
+        if st.writer is None:
+            try:
+                self._open(st, r.meta, h, w)
+            except (SinkError, SourceError) as exc:
+                if self._on_error == "raise":
+                    raise
+                st.error = str(exc)
+                logger.error("annotate: %s; stream %d has no video, detection goes on", st.error, r.meta.stream_id)
+                return
+        if (h, w) != st.size:
+            st.skipped_size += 1
+            return
+        pts = r.meta.pts
+        if pts is not None:
+            if st.rebase:
+                st.rebase = False
+                step = 1.0 / float(st.writer.fps)
+                st.shift = (st.last_pts if st.last_pts is not None else 0.0) + step - pts
+            pts += st.shift
+            st.last_pts = pts
+        try:
+            st.writer.write(image, pts=pts)
+        except SinkError as exc:
+            st.error = str(exc)
+            logger.error("annotate: %s; the video of stream %d stops here, detection goes on",
+                         st.error, r.meta.stream_id)
+            self._finish(st)
+
+    def _finish(self, st: _Stream) -> None:
+        if st.writer is None:
+            return
+        writer, st.writer = st.writer, None
+        try:
+            writer.close()
+        except SinkError as exc:
+            if st.error is None:
+                st.error = str(exc)
+                logger.error("annotate: %s", st.error)
+        st.final = writer.report()

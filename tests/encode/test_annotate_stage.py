@@ -1,0 +1,107 @@
+"""The annotate stage: in a real run (vidpipe.detect with the bundled model) and on its own
+(results made here): frames, timestamps, naming, size changes, reconnects, failures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import vidpipe
+from _clips import decoded, psnr
+from ffmpeg_cli import count_frames, require
+from media import make_video
+from vidpipe.cli._annotate_args import AnnotateTargets
+from vidpipe.errors import SinkError
+from vidpipe.stages.annotate import AnnotateStage
+from vidpipe.types import Detections, FrameMeta, FrameResult
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    return make_video(tmp_path_factory.mktemp("ann") / "clip.mp4", width=160, height=96, frames=12, fps=12,
+                      bframes=0, crf=12, audio=True)
+
+
+def test_in_a_real_run_identity_render_reproduces_the_input(clip, tmp_path):
+    out = tmp_path / "out.mp4"
+    stage = AnnotateStage(lambda meta: str(out), render=lambda r: r.image, options={"crf": "16"})
+    results = list(vidpipe.detect(str(clip.path), device="cpu", stages=[stage], batch_size=4, imgsz=128))
+    assert len(results) == clip.frames and all(r.image is not None for r in results)
+    rep = stage.report()["streams"]["0"]
+    assert rep["frames"] == clip.frames and rep["fps"] == pytest.approx(12) and rep["audio"] == "copy"
+    assert rep["encode_ms_per_frame"] > 0 and rep["blocked_writes"] >= 0
+    assert count_frames(out) == clip.frames
+    src, got = decoded(clip.path), decoded(out)
+    assert [p for _, p in got] == pytest.approx([p for _, p in src], abs=1e-3)
+    assert min(psnr(a, b) for (a, _), (b, _) in zip(src, got)) >= 35
+
+
+def meta(i: int, *, sid: int = 0, h: int = 64, w: int = 96, pts: float | None = None, source: str = "cam") -> FrameMeta:
+    return FrameMeta(source=source, stream_id=sid, index=i, pts=i / 10 if pts is None else pts, height=h, width=w)
+
+
+def result(m: FrameMeta, value: int = 100) -> FrameResult:
+    return FrameResult(meta=m, detections=Detections.empty(),
+                       image=torch.full((3, m.height, m.width), value, dtype=torch.uint8))
+
+
+def frame_times(path) -> list[float]:
+    out = subprocess.run([require("ffprobe"), "-v", "error", "-show_entries", "frame=pts_time", "-of", "json",
+                          str(path)], capture_output=True, text=True, timeout=60, check=True)
+    return [float(f["pts_time"]) for f in json.loads(out.stdout)["frames"]]
+
+
+def test_reconnect_continues_time_and_size_changes_are_skipped(tmp_path):
+    out = tmp_path / "live.mkv"
+    stage = AnnotateStage(lambda m: str(out), render=lambda r: r.image, fps=lambda s: 10.0, release_frames=True)
+    got = stage.process([result(meta(i)) for i in range(5)])
+    assert all(r.image is None for r in got) and len(got) == 5
+    stage.reset(0)  # a new connection: its pts start again at 0
+    stage.process([result(meta(i)) for i in range(3)])
+    stage.process([result(meta(9, h=32, w=32))])  # another size: not written
+    stage.close()
+    rep = stage.report()["streams"]["0"]
+    assert (rep["frames"], rep["skipped_size"], rep["pts_nudged"], rep["error"]) == (8, 1, 0, None)
+    assert frame_times(out) == pytest.approx([i / 10 for i in range(8)], abs=1.5e-3)
+
+
+def test_a_target_that_cannot_open_raises_or_is_logged(tmp_path, caplog):
+    out = tmp_path / "gone" / "x.mp4"
+    stage = AnnotateStage(lambda m: str(out), render=lambda r: r.image, fps=lambda s: 10.0)
+    with pytest.raises(SinkError, match="does not exist"):
+        stage.process([result(meta(0))])
+    stage.close()
+    logged = AnnotateStage(lambda m: str(out) if m.stream_id == 0 else str(tmp_path / "ok.mp4"),
+                           render=lambda r: r.image, fps=lambda s: 10.0, on_error="log")
+    assert len(logged.process([result(meta(i)) for i in range(3)])) == 3  # results pass on
+    logged.process([result(meta(i, sid=1)) for i in range(3)])
+    logged.close()
+    rep = logged.report()["streams"]
+    assert "does not exist" in rep["0"]["error"] and rep["0"]["frames"] == 0
+    assert rep["1"]["frames"] == 3 and rep["1"]["error"] is None
+    assert "stream 0 has no video" in caplog.text
+
+
+def test_targets_per_input_never_overwrite():
+    t = AnnotateTargets("/out", "folder", ["/v/a.mp4", "/w/a.mp4", "/out/b.annotated.mp4"])
+    assert t(meta(0, sid=0, source="/v/a.mp4")) == "/out/a.annotated.mp4"
+    assert t(meta(0, sid=1, source="/w/a.mp4")) == "/out/a-2.annotated.mp4"
+    assert t(meta(5, sid=1, source="/w/a.mp4")) == "/out/a-2.annotated.mp4"  # stable per stream
+    assert t(meta(0, sid=2, source="rtsp://u:pw@cam1:554/live")) == "/out/cam1_554_live.annotated.mp4"
+
+
+def test_two_streams_two_files(tmp_path):
+    stage = AnnotateStage(AnnotateTargets(str(tmp_path), "folder", []), render=lambda r: r.image,
+                          fps=lambda s: 10.0)
+    stage.process([result(meta(i, sid=0, source="a.mp4")) for i in range(4)])
+    stage.process([result(meta(i, sid=1, source="b.mp4", h=48, w=64), 30) for i in range(6)])
+    stage.close()
+    assert count_frames(tmp_path / "a.annotated.mp4") == 4
+    assert count_frames(tmp_path / "b.annotated.mp4") == 6
+    frames = decoded(tmp_path / "b.annotated.mp4")
+    assert frames[0][0].shape == (48, 64, 3) and np.abs(frames[0][0].astype(int) - 30).max() <= 2
