@@ -151,3 +151,24 @@ def test_the_text_summary_lists_each_stage_in_ms_per_frame(make_clip):
     text = run.summary().format_text()
     line = next(li for li in text.splitlines() if li.startswith("ms per frame: "))
     assert "decode" in line and "model" in line and "recorder" in line
+
+
+def test_a_stage_with_process_batch_gets_every_stream_of_a_batch_in_one_call(make_clip):
+    calls = []
+
+    class Batched(Recorder):
+        name = "batched"
+
+        def process_batch(self, groups):
+            calls.append([[(r.meta.stream_id, r.meta.index) for r in g] for g in groups])
+            return [self.process(g) for g in groups]
+
+    a, b = make_clip(frames=6).path, make_clip(frames=6).path
+    run = vidpipe.detect([str(a), str(b)], device="cpu", batch_size=12, stages=[Batched()])
+    got = [(r.meta.stream_id, r.meta.index) for r in run]
+    assert sorted(got) == [(s, i) for s in (0, 1) for i in range(6)]
+    assert sum(len(g) for c in calls for g in c) == 12
+    for c in calls:  # one call per batch, each group one stream's frames in order
+        assert len({g[0][0] for g in c}) == len(c)
+        assert all([i for _, i in g] == sorted(i for _, i in g) for g in c)
+    assert any(len(c) == 2 for c in calls)  # both streams in one call at least once
