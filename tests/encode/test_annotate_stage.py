@@ -27,9 +27,10 @@ def clip(tmp_path_factory):
                       bframes=0, crf=12, audio=True)
 
 
-def test_in_a_real_run_identity_render_reproduces_the_input(clip, tmp_path):
+@pytest.mark.parametrize("encoder", ["thread", "process"])
+def test_in_a_real_run_identity_render_reproduces_the_input(clip, tmp_path, encoder):
     out = tmp_path / "out.mp4"
-    stage = AnnotateStage(lambda meta: str(out), render=lambda r: r.image, options={"crf": "16"})
+    stage = AnnotateStage(lambda meta: str(out), render=lambda r: r.image, options={"crf": "16"}, encoder=encoder)
     results = list(vidpipe.detect(str(clip.path), device="cpu", stages=[stage], batch_size=4, imgsz=128))
     assert len(results) == clip.frames and all(r.image is not None for r in results)
     rep = stage.report()["streams"]["0"]
@@ -70,16 +71,17 @@ def test_reconnect_continues_time_and_size_changes_are_skipped(tmp_path):
     assert frame_times(out) == pytest.approx([i / 10 for i in range(8)], abs=1.5e-3)
 
 
-def test_a_target_that_cannot_open_raises_or_is_logged(tmp_path, caplog):
+@pytest.mark.parametrize("encoder", ["thread", "process"])
+def test_a_target_that_cannot_open_raises_or_is_logged(tmp_path, caplog, encoder):
     out = tmp_path / "gone" / "x.mp4"
-    stage = AnnotateStage(lambda m: str(out), render=lambda r: r.image, fps=lambda s: 10.0)
+    stage = AnnotateStage(lambda m: str(out), render=lambda r: r.image, fps=lambda s: 10.0, encoder=encoder)
     with pytest.raises(SinkError, match="does not exist"):
         stage.process([result(meta(0))])
     stage.close()
     logged = AnnotateStage(lambda m: str(out) if m.stream_id == 0 else str(tmp_path / "ok.mp4"),
-                           render=lambda r: r.image, fps=lambda s: 10.0, on_error="log")
+                           render=lambda r: r.image, fps=lambda s: 10.0, on_error="log", encoder=encoder)
     assert len(logged.process([result(meta(i)) for i in range(3)])) == 3  # results pass on
-    logged.process([result(meta(i, sid=1)) for i in range(3)])
+    logged.process_batch([[result(meta(3))], [result(meta(i, sid=1)) for i in range(3)]])
     logged.close()
     rep = logged.report()["streams"]
     assert "does not exist" in rep["0"]["error"] and rep["0"]["frames"] == 0

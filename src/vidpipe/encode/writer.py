@@ -196,6 +196,17 @@ class VideoWriter:
         self._put((item, None if pts is None else float(pts)))
         self.frames_in += 1
 
+    def write_yuv420(self, planes: Any, *, pts: float | None = None) -> None:
+        """Queue one frame already in YUV 4:2:0: ``planes`` a C-contiguous ``(enc_height * 3 // 2,
+        enc_width)`` uint8 numpy array (Y, then U, then V; limited range, :attr:`matrix`), which
+        the writer owns from now on. The entry of the encoder process (:mod:`vidpipe.encode.child`).
+        """
+        if self._closed:
+            raise SinkError(f"{self.name}: write() after close()")
+        self._raise_failure()
+        self._put(((None, planes, None), None if pts is None else float(pts)))
+        self.frames_in += 1
+
     def _to_host(self, image: "torch.Tensor") -> tuple:
         """YUV on the device, then an asynchronous copy into a pinned buffer; ``(None, buf, event)``."""
         import torch
@@ -288,7 +299,7 @@ class VideoWriter:
                 self._audio.close()
 
     def _recycle(self, data: tuple) -> None:
-        if data[1] is not None and self._pinned is not None:
+        if data[1] is not None and data[2] is not None and self._pinned is not None:
             self._pinned.put(data[1])
 
     def _drain(self) -> None:
@@ -323,7 +334,10 @@ class VideoWriter:
         import av
 
         rgb, buf, event = data
-        if buf is not None:
+        if buf is not None and event is None:  # planes handed over by write_yuv420
+            frame = av.VideoFrame.from_ndarray(buf, format="yuv420p")
+            self.device_frames += 1
+        elif buf is not None:
             event.synchronize()
             frame = av.VideoFrame.from_ndarray(buf.numpy(), format="yuv420p")
             self._pinned.put(buf)  # from_ndarray copied it

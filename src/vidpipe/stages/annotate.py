@@ -95,6 +95,11 @@ class AnnotateStage:
             frame at once when no later stage or caller needs the pixels (the CLI's case).
         on_error: a target that cannot be opened: ``"raise"`` its error (ending the run) or
             ``"log"`` it and go on without that stream's video.
+        encoder: where each stream's encoder runs: ``"process"`` (a child process per stream,
+            :class:`~vidpipe.encode.process.ProcessVideoWriter`: FFmpeg's calls then do not
+            compete with the model's thread for the GIL), ``"thread"`` (a thread of this process,
+            :class:`~vidpipe.encode.VideoWriter`), ``"auto"``: a process for frames on CUDA (a
+            fast run, where the GIL is what limits), a thread on the CPU.
     """
 
     name = "annotate"
@@ -112,9 +117,13 @@ class AnnotateStage:
         queue_frames: int = 8,
         release_frames: bool = False,
         on_error: Literal["raise", "log"] = "raise",
+        encoder: Literal["auto", "thread", "process"] = "auto",
     ) -> None:
         if on_error not in ("raise", "log"):
             raise ConfigError(f"on_error={on_error!r}; expected 'raise' or 'log'")
+        if encoder not in ("auto", "thread", "process"):
+            raise ConfigError(f"encoder={encoder!r}; expected 'auto', 'thread' or 'process'")
+        self._encoder = encoder
         self._on_error = on_error
         self._target, self._render, self.codec = target, render, codec
         self._audio, self._fps = audio, fps
@@ -144,9 +153,10 @@ class AnnotateStage:
             many = getattr(self._render, "many", None)
             images = many([r for _, r in todo]) if many is not None else [self._render(r) for _, r in todo]
             each = (time.perf_counter() - t0) / len(todo)
+            self._open_new(todo, images)  # the batch's new streams open side by side
             for (st, r), image in zip(todo, images):
                 st.render_s += each
-                if st.error is None:  # (a writer that failed on an earlier frame of this batch)
+                if st.error is None and st.writer is not None:  # (not failed on an earlier frame)
                     self._write(st, r, image)
         if self._release:
             import dataclasses
@@ -202,29 +212,50 @@ class AnnotateStage:
             st = self._streams[meta.stream_id] = _Stream(target=os.fspath(target))
         return st
 
-    def _open(self, st: _Stream, meta: "FrameMeta", height: int, width: int) -> None:
+    def _open_new(self, todo: "list[tuple[_Stream, FrameResult]]", images: "Sequence[torch.Tensor]") -> None:
+        """Open the writers of streams seen for the first time, all before waiting for any."""
+        opened: list[tuple[_Stream, FrameResult]] = []
+        for (st, r), image in zip(todo, images):
+            if st.writer is None and st.error is None and st.size is None:
+                _, h, w = image.shape
+                if self._guard(st, r, lambda: self._open(st, r.meta, h, w, cuda=image.is_cuda)):
+                    opened.append((st, r))
+        for st, r in opened:
+            wait = getattr(st.writer, "wait_ready", None)
+            if wait is not None and not self._guard(st, r, wait):
+                self._finish(st)  # (its process has ended; this collects it)
+
+    def _guard(self, st: _Stream, r: "FrameResult", step: "Callable[[], Any]") -> bool:
+        """Run ``step`` (opening a writer); a target that cannot be opened raises
+        (``on_error="raise"``) or is logged and leaves the stream without video."""
+        try:
+            step()
+            return True
+        except (SinkError, SourceError) as exc:
+            if self._on_error == "raise":
+                raise
+            st.error = str(exc)
+            logger.error("annotate: %s; stream %d has no video, detection goes on", st.error, r.meta.stream_id)
+            return False
+
+    def _open(self, st: _Stream, meta: "FrameMeta", height: int, width: int, *, cuda: bool) -> None:
         from vidpipe.encode import VideoWriter
 
         fps = self._fps(meta.source)
         audio = audio_source(meta.source) if self._audio else None
         st.size = (height, width)
+        process = self._encoder == "process" or (self._encoder == "auto" and cuda)
+        if process:
+            from vidpipe.encode.process import ProcessVideoWriter as VideoWriter  # noqa: N814
         st.writer = VideoWriter(st.target, width=width, height=height, fps=fps, codec=self.codec,
                                 audio_from=audio, options=self._options or None, queue_frames=self._queue_frames)
-        logger.info("annotate: stream %d -> %s (%dx%d, %.3g fps%s)", meta.stream_id, redact_text(st.target),
-                    width, height, fps, ", audio from the source" if audio else "")
+        logger.info("annotate: stream %d -> %s (%dx%d, %.3g fps%s%s)", meta.stream_id, redact_text(st.target),
+                    width, height, fps, ", audio from the source" if audio else "",
+                    ", encoded in a process of its own" if process else "")
 
     def _write(self, st: _Stream, r: "FrameResult", image: "torch.Tensor") -> None:
         st.frames += 1
         _, h, w = image.shape
-        if st.writer is None:
-            try:
-                self._open(st, r.meta, h, w)
-            except (SinkError, SourceError) as exc:
-                if self._on_error == "raise":
-                    raise
-                st.error = str(exc)
-                logger.error("annotate: %s; stream %d has no video, detection goes on", st.error, r.meta.stream_id)
-                return
         if (h, w) != st.size:
             st.skipped_size += 1
             return

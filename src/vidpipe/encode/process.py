@@ -1,0 +1,334 @@
+"""``ProcessVideoWriter``: :class:`~vidpipe.encode.VideoWriter`'s interface, with the encoding in
+a child process (:mod:`vidpipe.encode.child`).
+
+Why: in the run's process, every FFmpeg call of an encoder thread (send a frame, receive each
+packet, mux it) gives the GIL up and must win it back from the threads that decode, batch and
+run the model; with many streams the encoders then wait on each other and on the model's thread
+instead of on the CPU. Measured on an H100 with 16 CPU cores (1080p, libx264, 16 realtime
+streams): in-process writers gave 111 annotated frames/s in all, far below the 480 that 16
+cameras at 30 fps need (see ``docs/bench/h100/annotate``).
+
+Here the caller's thread does what it did before (RGB -> YUV 4:2:0 on the device, an
+asynchronous copy into a pinned buffer); a sender thread waits for the copy and writes the planes
+into the child's stdin (one GIL hand-over per frame, in a blocking ``write``); the child encodes
+and muxes. The child exits when its stdin closes, so it never outlives this process's writer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from vidpipe.encode._output import check_fps, pad_even, positive_int
+from vidpipe.encode.child import END, FRAME, HEADER
+from vidpipe.encode.targets import parse_target
+from vidpipe.encode.yuv import matrix_for_height, rgb_to_yuv420
+from vidpipe.errors import ConfigError, SinkError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    import torch
+
+__all__ = ["ProcessVideoWriter"]
+
+logger = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 30.0  # the child's Python start and the target's opening, beyond timeout_s
+_STOP = object()
+
+
+class ProcessVideoWriter:
+    """Write ``(3, H, W)`` uint8 RGB frames to ``target``, encoded in a child process.
+
+    The arguments, ``write``, ``close``, ``report`` and the errors are those of
+    :class:`~vidpipe.encode.VideoWriter`, with one difference: the child opens the target, so a
+    target that cannot be opened is found by :meth:`wait_ready` (or the first ``write`` or
+    ``close``) instead of the constructor. Starting several writers and then waiting for them
+    opens them side by side.
+    """
+
+    def __init__(
+        self,
+        target: str | os.PathLike,
+        *,
+        width: int,
+        height: int,
+        fps: float | Fraction,
+        codec: str = "libx264",
+        audio_from: str | None = None,
+        options: "Mapping[str, str] | None" = None,
+        queue_frames: int = 8,
+        timeout_s: float = 10.0,
+    ) -> None:
+        self.width = positive_int("width", width)
+        self.height = positive_int("height", height)
+        self.fps = check_fps(fps)
+        self.queue_frames = positive_int("queue_frames", queue_frames, 1024)
+        if not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
+            raise ConfigError(f"timeout_s={timeout_s!r}: expected a positive number of seconds")
+        if options is not None and any(not isinstance(k, str) or not isinstance(v, str) for k, v in options.items()):
+            raise ConfigError("options: keys and values must be texts")
+        import av
+
+        try:
+            av.codec.Codec(codec, "w")
+        except Exception:  # noqa: BLE001 - unknown or not built in
+            raise ConfigError(f"codec={codec!r}: not a video encoder of this PyAV/FFmpeg (try 'libx264' or "
+                              "'libx265')") from None
+        self.codec = codec
+        self.target = parse_target(target, codec=codec)
+        self.name = self.target.name
+        self.enc_width, self.enc_height = self.width + self.width % 2, self.height + self.height % 2
+        self.matrix = matrix_for_height(self.enc_height)
+        self._timeout_s = float(timeout_s)
+        spec = {
+            "target": os.fspath(target), "width": self.width, "height": self.height, "fps": str(Fraction(self.fps)),
+            "codec": codec, "audio_from": None if audio_from is None else os.fspath(audio_from),
+            "options": dict(options) if options else None, "queue_frames": self.queue_frames, "timeout_s": timeout_s,
+        }  # fmt: skip
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        # the target (it may hold a password) goes in the child's arguments, which only this user can read
+        self._proc = subprocess.Popen([sys.executable, "-m", "vidpipe.encode.child", json.dumps(spec)], env=env,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        self._ready = threading.Event()
+        self._done = threading.Event()
+        self._error: str | None = None
+        self._raised = False
+        self._child_report: dict[str, Any] = {}
+        self._queue: queue.Queue = queue.Queue(maxsize=self.queue_frames)
+        self._pinned: queue.Queue | None = None
+        self._closed = False
+        self.frames_in = 0
+        self.frames_sent = 0
+        self.blocked_writes = 0
+        self.blocked_s = 0.0
+        self.send_s = 0.0
+        self._reader = threading.Thread(target=self._read, name=f"vidpipe-encode-reader-{self.name}", daemon=True)
+        self._reader.start()
+        self._sender = threading.Thread(target=self._send, name=f"vidpipe-encode-sender-{self.name}", daemon=True)
+        self._sender.start()
+
+    # ---------------------------------------------------------------- the caller's side
+    def wait_ready(self) -> None:
+        """Wait until the child has opened the target.
+
+        Raises:
+            SinkError: it could not (the message says why), or did not start in time.
+        """
+        if not self._ready.wait(self._timeout_s + START_TIMEOUT_S):
+            self._fail(f"the encoder process did not open the target within {self._timeout_s + START_TIMEOUT_S:g} s")
+        self._raise_failure()
+
+    def write(self, image: "torch.Tensor", *, pts: float | None = None) -> None:
+        """Queue one frame: ``(3, height, width)`` uint8 RGB on any device; ``pts`` in seconds.
+        Blocks only while ``queue_frames`` frames wait to go to the encoder process.
+
+        Raises:
+            ValueError: the image is not ``(3, height, width)`` uint8.
+            SinkError: the encoder failed or is closed.
+        """
+        import torch
+
+        if self._closed:
+            raise SinkError(f"{self.name}: write() after close()")
+        self._raise_failure()
+        if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8 or tuple(image.shape) != (
+            3, self.height, self.width
+        ):
+            raise ValueError(f"{self.name}: write() takes a (3, {self.height}, {self.width}) uint8 RGB tensor, got "
+                             f"{type(image).__name__} {tuple(getattr(image, 'shape', ()))} {getattr(image, 'dtype', '')}")
+        if pts is not None and not (isinstance(pts, (int, float)) and math.isfinite(pts)):
+            raise ValueError(f"{self.name}: pts={pts!r}: expected seconds (a finite number) or None")
+        if self.enc_width != self.width or self.enc_height != self.height:
+            image = pad_even(image)
+        yuv = rgb_to_yuv420(image, matrix=self.matrix)
+        if yuv.is_cuda:
+            buf = self._take_pinned(yuv.shape)
+            buf.copy_(yuv, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record()
+            item = (yuv, buf, event)  # yuv kept alive until the copy is done
+        else:
+            item = (None, yuv.contiguous(), None)
+        self._put((item, math.nan if pts is None else float(pts)))
+        self.frames_in += 1
+
+    def _take_pinned(self, shape: tuple) -> "torch.Tensor":
+        import torch
+
+        if self._pinned is None:
+            self._pinned = queue.Queue()
+            for _ in range(self.queue_frames + 2):  # queued + one being sent + one being filled
+                self._pinned.put(torch.empty(shape, dtype=torch.uint8, pin_memory=True))
+        return self._blocking(self._pinned.get, self._pinned.get_nowait)
+
+    def _put(self, item: Any) -> None:
+        self._blocking(lambda timeout: self._queue.put(item, timeout=timeout), lambda: self._queue.put_nowait(item))
+
+    def _blocking(self, wait: Any, now: Any) -> Any:
+        try:
+            return now()
+        except (queue.Empty, queue.Full):
+            pass
+        t0 = time.perf_counter()
+        self.blocked_writes += 1
+        try:
+            while True:
+                self._raise_failure()
+                try:
+                    return wait(timeout=0.1)
+                except (queue.Empty, queue.Full):
+                    continue
+        finally:
+            self.blocked_s += time.perf_counter() - t0
+
+    def _fail(self, message: str) -> None:
+        if self._error is None:
+            self._error = message
+
+    def _raise_failure(self) -> None:
+        if self._error is not None and not self._raised:
+            self._raised = True
+            raise SinkError(self._message()) from None
+        if self._error is not None:
+            raise SinkError(f"{self.name}: the writer has failed (see the first error)")
+
+    # ---------------------------------------------------------------- the threads
+    def _read(self) -> None:
+        """The child's messages: ready, an error, the final report."""
+        try:
+            for line in self._proc.stdout:
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                if msg.get("ok"):
+                    self._ready.set()
+                elif "error" in msg:
+                    self._fail(str(msg["error"]))
+                elif "report" in msg:
+                    self._child_report = dict(msg["report"])
+        finally:
+            if self._error is None and not self._child_report and not self._closed:
+                self._fail(f"the encoder process ended unexpectedly (exit code {self._proc.poll()})")
+            self._ready.set()
+            self._done.set()
+
+    def _send(self) -> None:
+        stdin = self._proc.stdin
+        try:
+            while True:
+                item = self._queue.get()
+                if item is _STOP:
+                    stdin.write(HEADER.pack(math.nan, END, 0))
+                    break
+                (keep, buf, event), pts = item
+                if self._error is not None:
+                    self._recycle(buf, event)
+                    continue
+                if event is not None:
+                    event.synchronize()
+                data = memoryview(buf.numpy()).cast("B")
+                t0 = time.perf_counter()
+                stdin.write(HEADER.pack(pts, FRAME, data.nbytes))
+                stdin.write(data)
+                self.send_s += time.perf_counter() - t0
+                self.frames_sent += 1
+                self._recycle(buf, event)
+                del keep
+        except (OSError, ValueError) as exc:  # a broken pipe; a closed one
+            self._done.wait(2.0)  # the child's own message says why, when it had time to say it
+            self._fail(f"the encoder process stopped taking frames ({getattr(exc, 'strerror', None) or exc})")
+            self._drain()
+        finally:
+            try:
+                stdin.close()
+            except OSError:
+                pass
+
+    def _recycle(self, buf: Any, event: Any) -> None:
+        if event is not None and self._pinned is not None:
+            self._pinned.put(buf)
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                item = self._queue.get(timeout=0.5)
+            except queue.Empty:
+                if self._closed:
+                    return
+                continue
+            if item is _STOP:
+                return
+            (_, buf, event), _ = item
+            self._recycle(buf, event)
+
+    # ---------------------------------------------------------------- ending
+    def close(self) -> None:
+        """Send what is queued, let the child flush and finish the file (or stream), wait for it.
+        Idempotent.
+
+        Raises:
+            SinkError: the encoder failed (raised once).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        while self._sender.is_alive():
+            try:
+                self._queue.put(_STOP, timeout=0.1)
+                break
+            except queue.Full:
+                if self._error is not None:
+                    break
+        self._sender.join(self._timeout_s + max(5.0, self.queue_frames / float(self.fps)))
+        try:
+            self._proc.wait(timeout=self._timeout_s + 30.0)
+        except subprocess.TimeoutExpired:
+            self._fail("the encoder process did not finish in time; stopped")
+            self._proc.kill()
+            self._proc.wait()
+        self._done.wait(5.0)
+        self._reader.join(5.0)
+        if self._error is None and self._proc.returncode != 0:
+            self._fail(f"the encoder process exited with code {self._proc.returncode}")
+        if self._error is not None and not self._raised:
+            self._raised = True
+            raise SinkError(self._message()) from None
+
+    def _message(self) -> str:
+        e = str(self._error)
+        return e if e.startswith(self.name) else f"{self.name}: writing failed: {e}"
+
+    def report(self) -> dict[str, Any]:
+        """:meth:`VideoWriter.report <vidpipe.encode.VideoWriter.report>` of the child (after
+        :meth:`close`; before it, what was sent so far), with this side's ``blocked_writes`` /
+        ``blocked_ms``, ``frames_sent``, ``send_ms_per_frame`` and ``process: True``."""
+        rep = dict(self._child_report) or {
+            "target": self.name, "frames": self.frames_sent, "width": self.enc_width, "height": self.enc_height,
+            "fps": float(self.fps), "codec": self.codec, "matrix": self.matrix, "encode_ms_per_frame": None,
+        }  # fmt: skip
+        rep.update(
+            blocked_writes=self.blocked_writes,
+            blocked_ms=round(self.blocked_s * 1000, 1),
+            frames_sent=self.frames_sent,
+            send_ms_per_frame=round(self.send_s * 1000 / self.frames_sent, 3) if self.frames_sent else None,
+            process=True,
+        )
+        return rep
+
+    def __enter__(self) -> "ProcessVideoWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
