@@ -100,6 +100,7 @@ class ProcessVideoWriter:
         # the target (it may hold a password) goes in the child's arguments, which only this user can read
         self._proc = subprocess.Popen([sys.executable, "-m", "vidpipe.encode.child", json.dumps(spec)], env=env,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        _widen(self._proc.stdin, self.enc_width * self.enc_height * 3 // 2 + 64)
         self._ready = threading.Event()
         self._done = threading.Event()
         self._error: str | None = None
@@ -113,6 +114,7 @@ class ProcessVideoWriter:
         self.blocked_writes = 0
         self.blocked_s = 0.0
         self.send_s = 0.0
+        self._progress = time.monotonic()  # the sender's last frame out (a stalled live target)
         self._reader = threading.Thread(target=self._read, name=f"vidpipe-encode-reader-{self.name}", daemon=True)
         self._reader.start()
         self._sender = threading.Thread(target=self._send, name=f"vidpipe-encode-sender-{self.name}", daemon=True)
@@ -188,7 +190,10 @@ class ProcessVideoWriter:
                 try:
                     return wait(timeout=0.1)
                 except (queue.Empty, queue.Full):
-                    continue
+                    if self.target.live and time.monotonic() - self._progress > self._timeout_s + START_TIMEOUT_S:
+                        self._fail(f"nothing could be sent for {self._timeout_s + START_TIMEOUT_S:g} s; the server "
+                                   "stopped taking the stream")  # (PyAV's RTMP writes have no timeout)
+                        self._proc.kill()
         finally:
             self.blocked_s += time.perf_counter() - t0
 
@@ -244,6 +249,7 @@ class ProcessVideoWriter:
                 stdin.write(data)
                 self.send_s += time.perf_counter() - t0
                 self.frames_sent += 1
+                self._progress = time.monotonic()
                 self._recycle(buf, event)
                 del keep
         except (OSError, ValueError) as exc:  # a broken pipe; a closed one
@@ -332,3 +338,23 @@ class ProcessVideoWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _widen(pipe: Any, frame_bytes: int) -> None:
+    """Make the pipe hold a whole frame where Linux allows (``F_SETPIPE_SZ``, up to
+    ``/proc/sys/fs/pipe-max-size``, 1 MiB unless raised; root may go beyond), so that a frame
+    crosses in a few large reads and writes instead of 64 KiB steps that each wake the other side."""
+    try:
+        import fcntl
+
+        setsz = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+        size = frame_bytes
+        while size >= 65536:
+            try:
+                fcntl.fcntl(pipe.fileno(), setsz, size)
+                return
+            except OSError:
+                size //= 2
+    except (ImportError, OSError, ValueError):
+        pass  # not Linux: the default pipe
+
