@@ -21,7 +21,7 @@ def vidpipe(*args, cwd: Path) -> subprocess.CompletedProcess:
 def test_detect_annotate_writes_the_drawn_video(tmp_path):
     clip = make_video(tmp_path / "clip.mp4", width=160, height=96, frames=10, fps=10, audio=True)
     p = vidpipe("detect", clip.path, "--device", "cpu", "--imgsz", "128", "--conf", "0.01", "--annotate", "out.mp4",
-                "--line", "gate=0,60,160,60", "--blur", "person", cwd=tmp_path)
+                "--annotate-preset", "ultrafast", "--line", "gate=0,60,160,60", "--blur", "person", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     out = tmp_path / "out.mp4"
     assert count_frames(out) == clip.frames  # the ffmpeg CLI's count
@@ -39,3 +39,5 @@ def test_annotate_errors_name_the_flag(tmp_path):
     p = vidpipe("detect", a.path, a.path, "--device", "cpu", "--annotate", "one.mp4", cwd=tmp_path)
     assert p.returncode == 2 and "--annotate one.mp4: one file cannot hold 2 inputs" in p.stderr, p.stderr
     assert not (tmp_path / "one.mp4").exists()
+    p = vidpipe("detect", a.path, "--device", "cpu", "--annotate-preset", "ultrafast", cwd=tmp_path)
+    assert p.returncode == 2 and "--annotate-preset needs --annotate" in p.stderr, p.stderr

@@ -100,7 +100,6 @@ class ProcessVideoWriter:
         # the target (it may hold a password) goes in the child's arguments, which only this user can read
         self._proc = subprocess.Popen([sys.executable, "-m", "vidpipe.encode.child", json.dumps(spec)], env=env,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
-        _widen(self._proc.stdin, self.enc_width * self.enc_height * 3 // 2 + 64)
         self._ready = threading.Event()
         self._done = threading.Event()
         self._error: str | None = None
@@ -338,23 +337,4 @@ class ProcessVideoWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _widen(pipe: Any, frame_bytes: int) -> None:
-    """Make the pipe hold a whole frame where Linux allows (``F_SETPIPE_SZ``, up to
-    ``/proc/sys/fs/pipe-max-size``, 1 MiB unless raised; root may go beyond), so that a frame
-    crosses in a few large reads and writes instead of 64 KiB steps that each wake the other side."""
-    try:
-        import fcntl
-
-        setsz = getattr(fcntl, "F_SETPIPE_SZ", 1031)
-        size = frame_bytes
-        while size >= 65536:
-            try:
-                fcntl.fcntl(pipe.fileno(), setsz, size)
-                return
-            except OSError:
-                size //= 2
-    except (ImportError, OSError, ValueError):
-        pass  # not Linux: the default pipe
 

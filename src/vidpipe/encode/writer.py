@@ -207,20 +207,6 @@ class VideoWriter:
         self._put(((None, planes, None), None if pts is None else float(pts)))
         self.frames_in += 1
 
-    def encode_yuv420(self, planes: Any, *, pts: float | None = None) -> None:
-        """:meth:`write_yuv420`, encoded on the caller's thread at once (no queue, no hand-over
-        to the writer's thread): for a process that does nothing else (the encoder process).
-        Do not mix with :meth:`write` / :meth:`write_yuv420` on one writer."""
-        if self._closed:
-            raise SinkError(f"{self.name}: write() after close()")
-        self._raise_failure()
-        self.frames_in += 1
-        try:
-            self._encode((None, planes, None), None if pts is None else float(pts))
-        except BaseException as exc:
-            self._error = exc
-            self._raise_failure()
-
     def _to_host(self, image: "torch.Tensor") -> tuple:
         """YUV on the device, then an asynchronous copy into a pinned buffer; ``(None, buf, event)``."""
         import torch
