@@ -28,9 +28,9 @@ import time
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from vidpipe.encode._output import check_fps, pad_even, positive_int
 from vidpipe.encode.child import END, FRAME, HEADER
 from vidpipe.encode.targets import parse_target
+from vidpipe.encode.writer import check_writer_args, checked_frame
 from vidpipe.encode.yuv import matrix_for_height, rgb_to_yuv420
 from vidpipe.errors import ConfigError, SinkError
 
@@ -70,21 +70,10 @@ class ProcessVideoWriter:
         queue_frames: int = 8,
         timeout_s: float = 10.0,
     ) -> None:
-        self.width = positive_int("width", width)
-        self.height = positive_int("height", height)
-        self.fps = check_fps(fps)
-        self.queue_frames = positive_int("queue_frames", queue_frames, 1024)
-        if not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
-            raise ConfigError(f"timeout_s={timeout_s!r}: expected a positive number of seconds")
+        self.width, self.height, self.fps, self.queue_frames = check_writer_args(
+            width=width, height=height, fps=fps, codec=codec, queue_frames=queue_frames, timeout_s=timeout_s)
         if options is not None and any(not isinstance(k, str) or not isinstance(v, str) for k, v in options.items()):
             raise ConfigError("options: keys and values must be texts")
-        import av
-
-        try:
-            av.codec.Codec(codec, "w")
-        except Exception:  # noqa: BLE001 - unknown or not built in
-            raise ConfigError(f"codec={codec!r}: not a video encoder of this PyAV/FFmpeg (try 'libx264' or "
-                              "'libx265')") from None
         self.codec = codec
         self.target = parse_target(target, codec=codec)
         self.name = self.target.name
@@ -143,15 +132,8 @@ class ProcessVideoWriter:
         if self._closed:
             raise SinkError(f"{self.name}: write() after close()")
         self._raise_failure()
-        if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8 or tuple(image.shape) != (
-            3, self.height, self.width
-        ):
-            raise ValueError(f"{self.name}: write() takes a (3, {self.height}, {self.width}) uint8 RGB tensor, got "
-                             f"{type(image).__name__} {tuple(getattr(image, 'shape', ()))} {getattr(image, 'dtype', '')}")
-        if pts is not None and not (isinstance(pts, (int, float)) and math.isfinite(pts)):
-            raise ValueError(f"{self.name}: pts={pts!r}: expected seconds (a finite number) or None")
-        if self.enc_width != self.width or self.enc_height != self.height:
-            image = pad_even(image)
+        image = checked_frame(self.name, image, pts, height=self.height, width=self.width,
+                              padded=(self.enc_height, self.enc_width))
         yuv = rgb_to_yuv420(image, matrix=self.matrix)
         if yuv.is_cuda:
             buf = self._take_pinned(yuv.shape)

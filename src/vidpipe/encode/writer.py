@@ -95,23 +95,8 @@ class VideoWriter:
         queue_frames: int = 8,
         timeout_s: float = 10.0,
     ) -> None:
-        import av
-
-        self.width = positive_int("width", width)
-        self.height = positive_int("height", height)
-        self.fps = check_fps(fps)
-        self.queue_frames = positive_int("queue_frames", queue_frames, 1024)
-        if not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
-            raise ConfigError(f"timeout_s={timeout_s!r}: expected a positive number of seconds")
-        try:
-            av.codec.Codec(codec, "w")
-        except Exception:  # noqa: BLE001 - unknown or not built in
-            raise ConfigError(f"codec={codec!r}: not a video encoder of this PyAV/FFmpeg (try 'libx264' or "
-                              "'libx265')") from None
-        if codec == "libx265" and min(width, height) < 64:
-            # measured: PyAV 18.1's libx265 corrupts the heap on some tiny frames (48x36)
-            raise ConfigError(f"codec='libx265' needs frames of at least 64x64 pixels (got {width}x{height}); "
-                              "use codec='libx264'")
+        self.width, self.height, self.fps, self.queue_frames = check_writer_args(
+            width=width, height=height, fps=fps, codec=codec, queue_frames=queue_frames, timeout_s=timeout_s)
         self.codec = codec
         self.target: Target = parse_target(target, codec=codec)
         self.name = self.target.name
@@ -180,15 +165,8 @@ class VideoWriter:
         if self._closed:
             raise SinkError(f"{self.name}: write() after close()")
         self._raise_failure()
-        if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8 or tuple(image.shape) != (
-            3, self.height, self.width
-        ):
-            raise ValueError(f"{self.name}: write() takes a (3, {self.height}, {self.width}) uint8 RGB tensor, got "
-                             f"{type(image).__name__} {tuple(getattr(image, 'shape', ()))} {getattr(image, 'dtype', '')}")
-        if pts is not None and not (isinstance(pts, (int, float)) and math.isfinite(pts)):
-            raise ValueError(f"{self.name}: pts={pts!r}: expected seconds (a finite number) or None")
-        if self.enc_width != self.width or self.enc_height != self.height:
-            image = pad_even(image)
+        image = checked_frame(self.name, image, pts, height=self.height, width=self.width,
+                              padded=(self.enc_height, self.enc_width))
         if image.is_cuda:
             item = self._to_host(image)
         else:
@@ -436,6 +414,41 @@ class VideoWriter:
     def __repr__(self) -> str:
         return (f"VideoWriter({self.name!r}, {self.enc_width}x{self.enc_height}, fps={float(self.fps):g}, "
                 f"codec={self.codec!r}, frames={self.frames})")
+
+
+def check_writer_args(*, width: Any, height: Any, fps: Any, codec: str, queue_frames: Any, timeout_s: Any):
+    """A writer's arguments checked (``ConfigError`` naming the argument): ``(width, height, fps,
+    queue_frames)``."""
+    import av
+
+    w, h = positive_int("width", width), positive_int("height", height)
+    rate = check_fps(fps)
+    q = positive_int("queue_frames", queue_frames, 1024)
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
+        raise ConfigError(f"timeout_s={timeout_s!r}: expected a positive number of seconds")
+    try:
+        av.codec.Codec(codec, "w")
+    except Exception:  # noqa: BLE001 - unknown or not built in
+        raise ConfigError(f"codec={codec!r}: not a video encoder of this PyAV/FFmpeg (try 'libx264' or "
+                          "'libx265')") from None
+    if codec == "libx265" and min(w, h) < 64:
+        # measured: PyAV 18.1's libx265 corrupts the heap on some tiny frames (48x36)
+        raise ConfigError(f"codec='libx265' needs frames of at least 64x64 pixels (got {w}x{h}); "
+                          "use codec='libx264'")
+    return w, h, rate, q
+
+
+def checked_frame(name: str, image: Any, pts: Any, *, height: int, width: int, padded: tuple[int, int]):
+    """``image`` checked as a ``(3, height, width)`` uint8 tensor and ``pts`` as seconds or
+    ``None`` (``ValueError`` otherwise), padded to the even ``padded`` size when it differs."""
+    import torch
+
+    if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8 or tuple(image.shape) != (3, height, width):
+        raise ValueError(f"{name}: write() takes a (3, {height}, {width}) uint8 RGB tensor, got "
+                         f"{type(image).__name__} {tuple(getattr(image, 'shape', ()))} {getattr(image, 'dtype', '')}")
+    if pts is not None and not (isinstance(pts, (int, float)) and math.isfinite(pts)):
+        raise ValueError(f"{name}: pts={pts!r}: expected seconds (a finite number) or None")
+    return pad_even(image) if padded != (height, width) else image
 
 
 def _planar_rgb(av: Any, rgb: "torch.Tensor") -> Any:
