@@ -14,6 +14,7 @@ import signal
 import time
 
 import pytest
+import torch
 from test_live_source_servers import OPTS, require, start_server  # noqa: F401 - fixture
 
 import vidpipe
@@ -156,3 +157,24 @@ def test_passwords_never_leave_a_decoder_process(start_server, capfd):  # noqa: 
     assert "***@127.0.0.1" in shown
     for secret in ("Pa55-w0rd-xyz", "Wr0ng-pass-abc"):
         assert secret not in shown
+
+
+def test_kept_frames_come_back_from_decoder_processes_as_in_threads(bikes_path, device):
+    """A run that keeps frames (a stage that draws or encodes them) gets each live frame's image
+    from a decoder process, the same pixels as from a thread of the run (PyAV decodes both)."""
+    out = {}
+    for procs in (0, 1):
+        live = LiveOptions(realtime=True, processes=procs)
+        run = vidpipe.detect(str(bikes_path), device=device, imgsz=160, max_frames=60, batch_size=1, live=live,
+                             keep_frames=True, decoder="pyav")
+        out[procs], seen = {}, set()
+        for r in run:
+            seen.add(run.live_processes)
+            out[procs][r.index] = r.image.cpu()  # every result carries its frame
+        assert run.summary().sources[0].status == "ok" and seen == {procs}
+    common = sorted(set(out[0]) & set(out[1]))
+    assert len(common) >= 5, (sorted(out[0]), sorted(out[1]))
+    for i in common:
+        a, b = out[0][i], out[1][i]
+        assert a.shape == b.shape == (3, 272, 640) and a.dtype == b.dtype
+        assert torch.equal(a, b), i

@@ -7,8 +7,13 @@ reconnect, capture stamps, preprocessing: the same code as in-process) and write
 preprocessed frame into one of the stream's ring slots (``(3, H, W)`` model-input buffers the
 parent allocated and shared: CUDA IPC, or shared memory on the CPU), then tells the parent:
 
-- ``("live-frame", stream_id, slot, (h, w), FrameMeta, scale, pad, state)``: the slot holds a
-  ``(3, h, w)`` letterboxed frame (top-left corner of the slot); ``scale``/``pad`` as in
+- ``("live-size", stream_id, (H, W), state)``: the run keeps frames and this stream's are H x W:
+  the parent makes a ring of kept frames (``(3, H, W)`` uint8, the same slot numbers as the
+  model inputs') and answers ``("live-images", stream_id, ring_id)``; frames that come before
+  it (or before a ring of a new size) are dropped and counted.
+- ``("live-frame", stream_id, slot, (h, w), FrameMeta, scale, pad, image, state)``: the slot holds a
+  ``(3, h, w)`` letterboxed frame (top-left corner of the slot) and, when ``image``, the slot of
+  the kept frames' ring the decoded frame; ``scale``/``pad`` as in
   :class:`~vidpipe.types.ModelInput`, as ``(x, y)`` floats;
 - ``("live-state", stream_id, state)``: the stream's counters changed without a frame
   (connecting, reconnecting, stalled);
@@ -89,6 +94,8 @@ class _Stream:
     def __init__(self, stream_id: int, slots: list[Any]) -> None:
         self.stream_id = stream_id
         self.slots = slots
+        self.images: list[Any] | None = None  # kept frames' ring (same slot numbers), once the parent made it
+        self.asked: tuple[int, int] | None = None  # the frame size an image ring was asked for
         self.free = collections.deque(range(len(slots)))
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -117,6 +124,10 @@ class LiveChild:
             if st is not None:
                 with st.lock:
                     st.free.extend(msg[2])
+        elif kind == "live-images":  # the kept frames' ring of a stream, at the size it asked for
+            st = self._streams.get(msg[1])
+            if st is not None:
+                st.images = self._rings[msg[2]]
         elif kind == "live-remove":
             st = self._streams.pop(msg[1], None)
             if st is not None:
@@ -160,6 +171,16 @@ class LiveChild:
         self._send(("live-end", st.stream_id, error, state_fields(state)))
 
     def _deliver(self, st: _Stream, state: "SourceState", inp: Any, ready: Any) -> None:
+        image = None if inp.images is None else inp.images[0]  # kept frames: (3, H, W) uint8
+        if image is not None:
+            size = (int(image.shape[-2]), int(image.shape[-1]))
+            ring = st.images
+            if ring is None or tuple(ring[0].shape[-2:]) != size:
+                if st.asked != size:  # ask the parent for a ring of kept frames at this size
+                    st.asked, st.images = size, None
+                    self._send(("live-size", st.stream_id, size, state_fields(state)))
+                state.drops += 1  # until it is there (the stream's first frames, or a new size)
+                return
         with st.lock:
             slot = st.free.popleft() if st.free else None
         if slot is None:  # the parent still holds every slot: latest wins
@@ -171,13 +192,16 @@ class LiveChild:
             ready.synchronize()
         dst = st.slots[slot][:, :h, :w]
         dst.copy_(x)
+        if image is not None:
+            st.images[slot].copy_(image)
         if dst.device.type == "cuda":
             import torch
 
             torch.cuda.current_stream(dst.device).synchronize()
         scale = tuple(float(v) for v in inp.scale[0].tolist())
         pad = tuple(float(v) for v in inp.pad[0].tolist())
-        self._send(("live-frame", st.stream_id, slot, (h, w), inp.frames[0], scale, pad, state_fields(state)))
+        self._send(("live-frame", st.stream_id, slot, (h, w), inp.frames[0], scale, pad, image is not None,
+                    state_fields(state)))
 
     def _report_state(self, st: _Stream, state: "SourceState") -> None:
         last = None

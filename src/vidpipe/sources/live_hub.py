@@ -90,6 +90,7 @@ class _Link:
         self.refused = False  # the sink refused a frame (the run is stopping)
         self._cuda_stream, self._scope = stream_scope(hub.device)
         self._pending: list[tuple[Any, int]] = []  # (copy done event, slot) not handed back yet
+        self.images: Any = None  # the Ring of kept frames (``live-size``), when the run keeps them
         self._factors: dict[tuple, tuple[Any, Any]] = {}  # (scale, pad) -> device tensors
         self._child_drops = 0
         self._lock = threading.Lock()
@@ -101,6 +102,8 @@ class _Link:
         if kind == "live-end":
             self.end = msg[2]
             self.done.set()
+        elif kind == "live-size":
+            self.hub.image_ring(self, msg[2])
         elif kind == "live-frame" and not self.refused:
             inp, ready = self._chunk(msg)
             if not self.sink.put(inp, ready, stop=self.stop):
@@ -116,7 +119,7 @@ class _Link:
         from vidpipe.sources.drive import ready_event
         from vidpipe.types import ModelInput
 
-        _, _, slot, (h, w), meta, scale, pad, _ = msg
+        _, _, slot, (h, w), meta, scale, pad, kept, _ = msg
         key = (scale, pad)
         if key not in self._factors:
             dev = self.hub.device
@@ -124,9 +127,10 @@ class _Link:
                                   torch.tensor([pad], dtype=torch.float32, device=dev))  # fmt: skip
         with self._scope:
             x = self.ring.tensors[slot][:, :h, :w].unsqueeze(0).clone()
+            image = self.images.tensors[slot].unsqueeze(0).clone() if kept and self.images is not None else None
             ready = ready_event(self._cuda_stream)
         sc, pd = self._factors[key]
-        return ModelInput(tensor=x, frames=(meta,), scale=sc, pad=pd), ready
+        return ModelInput(tensor=x, frames=(meta,), scale=sc, pad=pd, images=image), ready
 
     def hand_back(self) -> None:
         """Hand the slots whose copy is done back to the child, in one message."""
@@ -175,6 +179,7 @@ class LiveHub:
         self.geometry = DetectorGeometry.of(detector)
         self.pool = DecoderProcessPool(str(device), processes)
         self._lock = threading.Lock()
+        self._image_rings = 0  # kept frames' rings made so far (their ids)
         self._links: dict[int, _Link] = {}
         self._load = [0] * processes
         self._closed = False
@@ -208,6 +213,23 @@ class LiveHub:
         self.pool.send(child, ("live-add", stream_id, spec, ring.id))
         return link
 
+    def image_ring(self, link: "_Link", size: tuple[int, int]) -> None:
+        """Make ``link``'s ring of kept frames at ``size`` (H, W) and tell its child (the old
+        ring, of another size, is let go once the frames copied out of it are done)."""
+        import torch
+
+        from vidpipe.decode.procring import Ring
+
+        with self._lock:
+            self._image_rings += 1
+            ident = -(1 << 20) - self._image_rings  # apart from the model inputs' rings (-(stream_id + 1))
+        old = link.images
+        link.images = Ring(_OneChild(self.pool, link.child), ident, (3, *size), torch.uint8,  # type: ignore[arg-type]
+                           SLOTS, self.device)  # fmt: skip
+        self.pool.send(link.child, ("live-images", link.stream_id, ident))
+        if old is not None:
+            old.release()
+
     def free(self, link: "_Link", slots: list[int]) -> None:
         self.pool.send(link.child, ("live-free", link.stream_id, slots))
 
@@ -218,6 +240,8 @@ class LiveHub:
             self._load[link.child] -= 1
         self.pool.send(link.child, ("live-remove", link.stream_id))
         link.ring.release()
+        if link.images is not None:
+            link.images.release()
 
     def _receive(self, child: int) -> None:
         conn = self.pool.conns[child]
@@ -324,10 +348,6 @@ def hub_processes(config: "PipelineConfig", device: "torch.device", live_inputs:
     """How many decoder processes a run with ``live_inputs`` live inputs should give them
     (``0``: none, threads in the run's process); see ``LiveOptions.processes``."""
     n = config.live.processes
-    if getattr(config, "keep_frames", False):
-        if n:
-            logger.info("live streams run in threads: kept frames (keep_frames) do not come back from decoder processes")
-        return 0
     if n is not None:
         return n
     if device.type != "cuda" or live_inputs < THRESHOLD:

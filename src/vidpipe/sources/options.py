@@ -34,7 +34,7 @@ class LiveOptions:
             (:mod:`vidpipe.sources.live_hub`): ``0`` none (threads in this process), ``N`` that
             many, ``None`` (default) automatic: on a CUDA device, once a run has
             :data:`~vidpipe.sources.live_hub.THRESHOLD` (8) live inputs, half the cores (1 to 8);
-            on the CPU none. Runs that keep frames (``keep_frames``) use threads.
+            on the CPU none. Kept frames (``keep_frames``) come back from the processes too.
     """
 
     rtsp_transport: Literal["tcp", "udp"] = "tcp"
