@@ -3,6 +3,7 @@ video stream (encoder options, colour tags, time base), the connection of live t
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from fractions import Fraction
@@ -141,3 +142,38 @@ def pad_even(image: "torch.Tensor") -> "torch.Tensor":
     if image.shape[1] % 2:
         image = torch.cat((image, image[:, -1:, :]), dim=1)
     return image
+
+
+def check_writer_args(*, width: Any, height: Any, fps: Any, codec: str, queue_frames: Any, timeout_s: Any):
+    """A writer's arguments checked (``ConfigError`` naming the argument): ``(width, height, fps,
+    queue_frames)``."""
+    import av
+
+    w, h = positive_int("width", width), positive_int("height", height)
+    rate = check_fps(fps)
+    q = positive_int("queue_frames", queue_frames, 1024)
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
+        raise ConfigError(f"timeout_s={timeout_s!r}: expected a positive number of seconds")
+    try:
+        av.codec.Codec(codec, "w")
+    except Exception:  # noqa: BLE001 - unknown or not built in
+        raise ConfigError(f"codec={codec!r}: not a video encoder of this PyAV/FFmpeg (try 'libx264' or "
+                          "'libx265')") from None
+    if codec == "libx265" and min(w, h) < 64:
+        # measured: PyAV 18.1's libx265 corrupts the heap on some tiny frames (48x36)
+        raise ConfigError(f"codec='libx265' needs frames of at least 64x64 pixels (got {w}x{h}); "
+                          "use codec='libx264'")
+    return w, h, rate, q
+
+
+def checked_frame(name: str, image: Any, pts: Any, *, height: int, width: int, padded: tuple[int, int]):
+    """``image`` checked as a ``(3, height, width)`` uint8 tensor and ``pts`` as seconds or
+    ``None`` (``ValueError`` otherwise), padded to the even ``padded`` size when it differs."""
+    import torch
+
+    if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8 or tuple(image.shape) != (3, height, width):
+        raise ValueError(f"{name}: write() takes a (3, {height}, {width}) uint8 RGB tensor, got "
+                         f"{type(image).__name__} {tuple(getattr(image, 'shape', ()))} {getattr(image, 'dtype', '')}")
+    if pts is not None and not (isinstance(pts, (int, float)) and math.isfinite(pts)):
+        raise ValueError(f"{name}: pts={pts!r}: expected seconds (a finite number) or None")
+    return pad_even(image) if padded != (height, width) else image

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from vidpipe.encode.child import END, FRAME, HEADER
 from vidpipe.encode.targets import parse_target
-from vidpipe.encode.writer import check_writer_args, checked_frame
+from vidpipe.encode._output import check_writer_args, checked_frame
 from vidpipe.encode.yuv import matrix_for_height, rgb_to_yuv420
 from vidpipe.errors import ConfigError, SinkError
 

@@ -30,7 +30,6 @@ Odd sizes are padded to even by repeating the last row/column (4:2:0 needs even 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import queue
 import threading
@@ -39,8 +38,8 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from vidpipe.encode._output import (TIME_BASE, add_video_stream, check_fps, connect_error, open_container, pad_even,
-                                    positive_int, start_encoding, why)
+from vidpipe.encode._output import (TIME_BASE, add_video_stream, check_writer_args, checked_frame, connect_error,
+                                    open_container, start_encoding, why)
 from vidpipe.encode.targets import Target, parse_target
 from vidpipe.encode.yuv import AV_COLORSPACE, AV_RANGE_LIMITED, matrix_for_height, rgb_to_yuv420
 from vidpipe.errors import ConfigError, SinkError
@@ -414,41 +413,6 @@ class VideoWriter:
     def __repr__(self) -> str:
         return (f"VideoWriter({self.name!r}, {self.enc_width}x{self.enc_height}, fps={float(self.fps):g}, "
                 f"codec={self.codec!r}, frames={self.frames})")
-
-
-def check_writer_args(*, width: Any, height: Any, fps: Any, codec: str, queue_frames: Any, timeout_s: Any):
-    """A writer's arguments checked (``ConfigError`` naming the argument): ``(width, height, fps,
-    queue_frames)``."""
-    import av
-
-    w, h = positive_int("width", width), positive_int("height", height)
-    rate = check_fps(fps)
-    q = positive_int("queue_frames", queue_frames, 1024)
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
-        raise ConfigError(f"timeout_s={timeout_s!r}: expected a positive number of seconds")
-    try:
-        av.codec.Codec(codec, "w")
-    except Exception:  # noqa: BLE001 - unknown or not built in
-        raise ConfigError(f"codec={codec!r}: not a video encoder of this PyAV/FFmpeg (try 'libx264' or "
-                          "'libx265')") from None
-    if codec == "libx265" and min(w, h) < 64:
-        # measured: PyAV 18.1's libx265 corrupts the heap on some tiny frames (48x36)
-        raise ConfigError(f"codec='libx265' needs frames of at least 64x64 pixels (got {w}x{h}); "
-                          "use codec='libx264'")
-    return w, h, rate, q
-
-
-def checked_frame(name: str, image: Any, pts: Any, *, height: int, width: int, padded: tuple[int, int]):
-    """``image`` checked as a ``(3, height, width)`` uint8 tensor and ``pts`` as seconds or
-    ``None`` (``ValueError`` otherwise), padded to the even ``padded`` size when it differs."""
-    import torch
-
-    if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8 or tuple(image.shape) != (3, height, width):
-        raise ValueError(f"{name}: write() takes a (3, {height}, {width}) uint8 RGB tensor, got "
-                         f"{type(image).__name__} {tuple(getattr(image, 'shape', ()))} {getattr(image, 'dtype', '')}")
-    if pts is not None and not (isinstance(pts, (int, float)) and math.isfinite(pts)):
-        raise ValueError(f"{name}: pts={pts!r}: expected seconds (a finite number) or None")
-    return pad_even(image) if padded != (height, width) else image
 
 
 def _planar_rgb(av: Any, rgb: "torch.Tensor") -> Any:
