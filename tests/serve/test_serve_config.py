@@ -190,3 +190,19 @@ def test_import_is_light_and_vidpipe_serve_is_callable_either_way() -> None:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env={**__import__("os").environ, "PYTHONPATH": src}, check=False)  # fmt: skip
     assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr[-2000:]
+
+
+def test_a_camera_blur_is_checked_against_the_model_with_its_line(tmp_path):
+    from vidpipe.errors import ConfigError
+    from vidpipe.serve import load_config
+    from vidpipe.serve.annotate import CameraRender
+
+    path = write(tmp_path, "cameras:\n  - name: a\n    url: rtsp://h/s\n    blur: [person, car]\n")
+    cfg = load_config(path)
+    cam = cfg.camera("a")
+    assert cam.blur == ("person", "car")
+    render = CameraRender(lambda sid: cam)
+    assert render._annotator(0).blur == ("person", "car")
+    bad = write(tmp_path, "cameras:\n  - name: a\n    url: rtsp://h/s\n    blur: 7\n", name="bad.yaml")
+    with pytest.raises(ConfigError, match=r"bad.yaml:4: .*blur"):
+        load_config(bad)

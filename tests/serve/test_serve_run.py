@@ -195,6 +195,10 @@ def test_cli_check(tmp_path: Path, clips: dict[str, Path]) -> None:
     p = _cli("serve", str(bad), "--check", cwd=tmp_path)
     assert p.returncode == 2
     assert p.stderr.strip().splitlines()[-1].startswith(f"vidpipe: error: {bad}:5: cameras[0].classes: unknown class 'persn'")
+    bad.write_text(f"device: cpu\ncameras:\n  - name: a\n    url: {clips['short']}\n    blur: [persn]\n")
+    p = _cli("serve", str(bad), "--check", cwd=tmp_path)
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines()[-1].startswith(f"vidpipe: error: {bad}:5: cameras[0].blur: unknown class 'persn'")
 
 
 def test_cli_ends_by_itself_when_every_camera_ended(tmp_path: Path, clips: dict[str, Path]) -> None:

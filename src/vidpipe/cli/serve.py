@@ -82,9 +82,10 @@ def _check(config, args: argparse.Namespace) -> int:
     for i, cam in enumerate(config.cameras):
         with config.located(("cameras", i, "url")):
             spec = camera_spec(cam)
-        if cam.classes is not None:
-            with config.located(("cameras", i, "classes")):
-                resolve_classes(list(cam.classes), detector.names)
+        for key in ("classes", "blur"):
+            if getattr(cam, key) is not None:
+                with config.located(("cameras", i, key)):
+                    resolve_classes(list(getattr(cam, key)), detector.names)
         table, fmt = config.output_of(cam).table_for(cam.name)
         state = "" if cam.enabled else " (disabled)"
         lines.append(f"  {cam.name}{state}: {spec.name} ({spec.kind}) -> {table} ({fmt})")

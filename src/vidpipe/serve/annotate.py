@@ -13,7 +13,7 @@ __all__ = ["CameraRender", "serve_annotate_stages"]
 
 
 class CameraRender:
-    """Renders each stream with its camera's lines and zones (one
+    """Renders each stream with its camera's lines, zones and blur (one
     :class:`vidpipe.draw.Annotator` per camera): ``render(result)``, or ``render.many(results)``
     for a batch (frames drawn together per camera)."""
 
@@ -27,7 +27,8 @@ class CameraRender:
         cam = self._camera_of(stream_id)
         key = cam.name if cam is not None else ""
         if key not in self._annotators:
-            self._annotators[key] = Annotator(lines=cam.lines, zones=cam.zones) if cam is not None else Annotator()
+            self._annotators[key] = (Annotator(lines=cam.lines, zones=cam.zones, blur=cam.blur or ())
+                                     if cam is not None else Annotator())
         return self._annotators[key]
 
     def __call__(self, result: Any) -> Any:

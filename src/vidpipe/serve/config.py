@@ -102,6 +102,8 @@ class CameraConfig:
         annotate: the camera's annotated video (boxes, labels, track ids, its lines and zones):
             a file (``.mp4``, ``.mkv``, ...; fragmented MP4) or a live re-stream (``rtmp://``,
             ``rtsp://``; shown redacted); ``None``: none (:mod:`vidpipe.stages.annotate`).
+        blur: classes (names or ids) whose boxes are blurred in the camera's video outputs (its
+            ``annotate`` video and the preview page), as ``--blur`` does.
     """
 
     name: str
@@ -115,12 +117,14 @@ class CameraConfig:
     anchor: str = "bottom_center"
     track: bool | None = None
     annotate: str | None = None
+    blur: tuple[str | int, ...] | None = None
 
     def __post_init__(self) -> None:
         _check("camera ", "name", self.name, F.camera_name)
         _zone_fields(self)
         _check(f"camera {self.name!r} ", "url", self.url, F.text)
         object.__setattr__(self, "classes", _check(f"camera {self.name!r} ", "classes", self.classes, F.classes))
+        object.__setattr__(self, "blur", _check(f"camera {self.name!r} ", "blur", self.blur, F.classes))
         object.__setattr__(
             self, "conf", _check(f"camera {self.name!r} ", "conf", self.conf, F.number(0, 1, optional=True))
         )

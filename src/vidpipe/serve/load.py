@@ -55,6 +55,7 @@ _CAMERA_VALIDATORS: dict[str, F.Validator] = {
     "anchor": F.choice(*ANCHORS),
     "track": F.boolean,
     "annotate": F.text,
+    "blur": F.classes,
 }
 
 

@@ -79,6 +79,9 @@ class CameraOutputs:
         if cam.classes is not None:
             with config.located(path + ("classes",)):
                 class_ids = resolve_classes(list(cam.classes), self._names)
+        if cam.blur is not None:  # drawn later, checked now (a line-numbered error at start)
+            with config.located(path + ("blur",)):
+                resolve_classes(list(cam.blur), self._names)
         conf = cam.conf if cam.conf is not None and cam.conf > config.conf else None
         table, fmt = config.output_of(cam).table_for(cam.name)
         key = table.resolve()
