@@ -63,6 +63,23 @@ def add_bench_track_parser(kinds, common) -> None:
     t.set_defaults(func=run_bench_track)
 
 
+def checked_scenes(args: argparse.Namespace, known, command: str) -> "list[str] | None":
+    """``--scenes`` (comma-separated names among ``known``) and ``--seeds`` (>= 1) of a bench on
+    generated scenes: the scene names, or ``None`` after printing the error (exit code 2)."""
+    import sys
+
+    scenes = [s.strip() for s in args.scenes.split(",") if s.strip()]
+    unknown = [s for s in scenes if s not in known]
+    if unknown or not scenes:
+        print(f"{command}: error: unknown --scenes {','.join(unknown) or repr(args.scenes)}; "
+              f"expected some of {','.join(known)}", file=sys.stderr)  # fmt: skip
+        return None
+    if args.seeds < 1:
+        print(f"{command}: error: --seeds must be 1 or more, got {args.seeds}", file=sys.stderr)
+        return None
+    return scenes
+
+
 def run_bench_track(args: argparse.Namespace) -> int:
     import importlib.util
     import sys
@@ -73,14 +90,8 @@ def run_bench_track(args: argparse.Namespace) -> int:
         print('vidpipe bench track: error: needs the motmetrics package; pip install "vidpipe[track-bench]" '
               "(or pip install motmetrics trackers)", file=sys.stderr)  # fmt: skip
         return 2
-    scenes = [s.strip() for s in args.scenes.split(",") if s.strip()]
-    unknown = [s for s in scenes if s not in PRESETS]
-    if unknown or not scenes:
-        print(f"vidpipe bench track: error: unknown --scenes {','.join(unknown) or repr(args.scenes)}; "
-              f"expected some of {','.join(PRESETS)}", file=sys.stderr)  # fmt: skip
-        return 2
-    if args.seeds < 1:
-        print(f"vidpipe bench track: error: --seeds must be 1 or more, got {args.seeds}", file=sys.stderr)
+    scenes = checked_scenes(args, PRESETS, "vidpipe bench track")
+    if scenes is None:
         return 2
     clip = None
     if args.clip.lower() == "bundled":

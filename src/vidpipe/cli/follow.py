@@ -123,14 +123,10 @@ def run_bench_follow(args: argparse.Namespace) -> int:
     from vidpipe.bench.follow import run_follow_bench, write_json
     from vidpipe.follow.scenes import SCENES
 
-    scenes = [s.strip() for s in args.scenes.split(",") if s.strip()]
-    unknown = [s for s in scenes if s not in SCENES]
-    if unknown or not scenes:
-        print(f"vidpipe bench follow: error: unknown --scenes {','.join(unknown) or repr(args.scenes)}; "
-              f"expected some of {','.join(SCENES)}", file=sys.stderr)  # fmt: skip
-        return 2
-    if args.seeds < 1:
-        print(f"vidpipe bench follow: error: --seeds must be 1 or more, got {args.seeds}", file=sys.stderr)
+    from vidpipe.cli._track_args import checked_scenes
+
+    scenes = checked_scenes(args, SCENES, "vidpipe bench follow")
+    if scenes is None:
         return 2
     if args.pipeline:
         return _bench_pipeline(args)

@@ -260,7 +260,6 @@ class Annotator:
 
         h, w = out.shape[-2:]
         dev = out.device
-        n = boxes.shape[0]
         t = self.thickness or default_thickness(h, w)
         hw = half_width(t)
         top = self._cached(("top", h, w, str(dev)), lambda: torch.tensor([w - 1, h - 1] * 2, device=dev))

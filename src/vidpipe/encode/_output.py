@@ -26,7 +26,6 @@ _CODEC_DEFAULTS: dict[str, dict[str, str]] = {
     "libx264": {"preset": "veryfast", "crf": "23"},
     "libx265": {"preset": "veryfast", "crf": "26", "x265-params": "log-level=error"},
 }
-_STOP = object()
 
 
 def check_fps(value: Any) -> Fraction:

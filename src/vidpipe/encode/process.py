@@ -20,7 +20,6 @@ import json
 import logging
 import math
 import os
-import queue
 import subprocess
 import sys
 import threading
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from vidpipe.encode.child import END, FRAME, HEADER
 from vidpipe.encode.targets import parse_target
+from vidpipe.encode._handoff import STOP, Handoff
 from vidpipe.encode._output import check_writer_args, checked_frame
 from vidpipe.encode.yuv import matrix_for_height, rgb_to_yuv420
 from vidpipe.errors import ConfigError, SinkError
@@ -44,7 +44,6 @@ __all__ = ["ProcessVideoWriter"]
 logger = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 30.0  # the child's Python start and the target's opening, beyond timeout_s
-_STOP = object()
 
 
 class ProcessVideoWriter:
@@ -94,13 +93,11 @@ class ProcessVideoWriter:
         self._error: str | None = None
         self._raised = False
         self._child_report: dict[str, Any] = {}
-        self._queue: queue.Queue = queue.Queue(maxsize=self.queue_frames)
-        self._pinned: queue.Queue | None = None
+        self._handoff = Handoff(self.queue_frames, check=self._raise_failure, failed=lambda: self._error is not None,
+                                waiting=self._check_stall)
         self._closed = False
         self.frames_in = 0
         self.frames_sent = 0
-        self.blocked_writes = 0
-        self.blocked_s = 0.0
         self.send_s = 0.0
         self._progress = time.monotonic()  # the sender's last frame out (a stalled live target)
         self._reader = threading.Thread(target=self._read, name=f"vidpipe-encode-reader-{self.name}", daemon=True)
@@ -127,56 +124,28 @@ class ProcessVideoWriter:
             ValueError: the image is not ``(3, height, width)`` uint8.
             SinkError: the encoder failed or is closed.
         """
-        import torch
-
         if self._closed:
             raise SinkError(f"{self.name}: write() after close()")
         self._raise_failure()
         image = checked_frame(self.name, image, pts, height=self.height, width=self.width,
                               padded=(self.enc_height, self.enc_width))
         yuv = rgb_to_yuv420(image, matrix=self.matrix)
-        if yuv.is_cuda:
-            buf = self._take_pinned(yuv.shape)
-            buf.copy_(yuv, non_blocking=True)
-            event = torch.cuda.Event()
-            event.record()
-            item = (yuv, buf, event)  # yuv kept alive until the copy is done
-        else:
-            item = (None, yuv.contiguous(), None)
-        self._put((item, math.nan if pts is None else float(pts)))
+        item = self._handoff.to_host(yuv) if yuv.is_cuda else (None, yuv.contiguous(), None)
+        self._handoff.put((item, math.nan if pts is None else float(pts)))
         self.frames_in += 1
 
-    def _take_pinned(self, shape: tuple) -> "torch.Tensor":
-        import torch
+    @property
+    def blocked_writes(self) -> int:
+        """Times ``write`` waited (a full queue, or no free pinned buffer)."""
+        return self._handoff.blocked_writes
 
-        if self._pinned is None:
-            self._pinned = queue.Queue()
-            for _ in range(self.queue_frames + 2):  # queued + one being sent + one being filled
-                self._pinned.put(torch.empty(shape, dtype=torch.uint8, pin_memory=True))
-        return self._blocking(self._pinned.get, self._pinned.get_nowait)
-
-    def _put(self, item: Any) -> None:
-        self._blocking(lambda timeout: self._queue.put(item, timeout=timeout), lambda: self._queue.put_nowait(item))
-
-    def _blocking(self, wait: Any, now: Any) -> Any:
-        try:
-            return now()
-        except (queue.Empty, queue.Full):
-            pass
-        t0 = time.perf_counter()
-        self.blocked_writes += 1
-        try:
-            while True:
-                self._raise_failure()
-                try:
-                    return wait(timeout=0.1)
-                except (queue.Empty, queue.Full):
-                    if self.target.live and time.monotonic() - self._progress > self._timeout_s + START_TIMEOUT_S:
-                        self._fail(f"nothing could be sent for {self._timeout_s + START_TIMEOUT_S:g} s; the server "
-                                   "stopped taking the stream")  # (PyAV's RTMP writes have no timeout)
-                        self._proc.kill()
-        finally:
-            self.blocked_s += time.perf_counter() - t0
+    def _check_stall(self) -> None:
+        """A live target that took no frame for ``timeout_s`` + the start allowance (the server
+        stopped reading; PyAV's RTMP writes have no timeout) fails instead of blocking the caller."""
+        if self.target.live and time.monotonic() - self._progress > self._timeout_s + START_TIMEOUT_S:
+            self._fail(f"nothing could be sent for {self._timeout_s + START_TIMEOUT_S:g} s; the server "
+                       "stopped taking the stream")
+            self._proc.kill()
 
     def _fail(self, message: str) -> None:
         if self._error is None:
@@ -214,14 +183,15 @@ class ProcessVideoWriter:
         stdin = self._proc.stdin
         try:
             while True:
-                item = self._queue.get()
-                if item is _STOP:
+                item = self._handoff.queue.get()
+                if item is STOP:
                     stdin.write(HEADER.pack(math.nan, END, 0))
                     break
-                (keep, buf, event), pts = item
+                data, pts = item
                 if self._error is not None:
-                    self._recycle(buf, event)
+                    self._handoff.recycle(data)
                     continue
+                _, buf, event = data
                 if event is not None:
                     event.synchronize()
                 data = memoryview(buf.numpy()).cast("B")
@@ -231,34 +201,17 @@ class ProcessVideoWriter:
                 self.send_s += time.perf_counter() - t0
                 self.frames_sent += 1
                 self._progress = time.monotonic()
-                self._recycle(buf, event)
-                del keep
+                self._handoff.recycle(data)
+                del data
         except (OSError, ValueError) as exc:  # a broken pipe; a closed one
             self._done.wait(2.0)  # the child's own message says why, when it had time to say it
             self._fail(f"the encoder process stopped taking frames ({getattr(exc, 'strerror', None) or exc})")
-            self._drain()
+            self._handoff.drain(lambda: self._closed)
         finally:
             try:
                 stdin.close()
             except OSError:
                 pass
-
-    def _recycle(self, buf: Any, event: Any) -> None:
-        if event is not None and self._pinned is not None:
-            self._pinned.put(buf)
-
-    def _drain(self) -> None:
-        while True:
-            try:
-                item = self._queue.get(timeout=0.5)
-            except queue.Empty:
-                if self._closed:
-                    return
-                continue
-            if item is _STOP:
-                return
-            (_, buf, event), _ = item
-            self._recycle(buf, event)
 
     # ---------------------------------------------------------------- ending
     def close(self) -> None:
@@ -271,13 +224,7 @@ class ProcessVideoWriter:
         if self._closed:
             return
         self._closed = True
-        while self._sender.is_alive():
-            try:
-                self._queue.put(_STOP, timeout=0.1)
-                break
-            except queue.Full:
-                if self._error is not None:
-                    break
+        self._handoff.finish(self._sender.is_alive)
         self._sender.join(self._timeout_s + max(5.0, self.queue_frames / float(self.fps)))
         try:
             self._proc.wait(timeout=self._timeout_s + 30.0)
@@ -306,8 +253,8 @@ class ProcessVideoWriter:
             "fps": float(self.fps), "codec": self.codec, "matrix": self.matrix, "encode_ms_per_frame": None,
         }  # fmt: skip
         rep.update(
-            blocked_writes=self.blocked_writes,
-            blocked_ms=round(self.blocked_s * 1000, 1),
+            blocked_writes=self._handoff.blocked_writes,
+            blocked_ms=round(self._handoff.blocked_s * 1000, 1),
             frames_sent=self.frames_sent,
             send_ms_per_frame=round(self.send_s * 1000 / self.frames_sent, 3) if self.frames_sent else None,
             process=True,

@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import threading
 import time
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from vidpipe.encode._handoff import STOP, Handoff
 from vidpipe.encode._output import (TIME_BASE, add_video_stream, check_writer_args, checked_frame, connect_error,
                                     open_container, start_encoding, why)
 from vidpipe.encode.targets import Target, parse_target
@@ -51,7 +51,6 @@ __all__ = ["VideoWriter", "TIME_BASE"]
 
 logger = logging.getLogger(__name__)
 
-_STOP = object()
 
 
 class VideoWriter:
@@ -129,8 +128,8 @@ class VideoWriter:
             raise failure  # outside the except block: PyAV's error (it names the URL) is not chained
         self._timeout_s = float(timeout_s)
         self._progress = time.monotonic()  # the writer thread's last step (a stalled live target)
-        self._queue: queue.Queue = queue.Queue(maxsize=self.queue_frames)
-        self._pinned: queue.Queue | None = None
+        self._handoff = Handoff(self.queue_frames, check=self._raise_failure, failed=lambda: self._error is not None,
+                                waiting=self._check_stall)
         self._lock = threading.Lock()
         self._error: BaseException | None = None
         self._closed = False
@@ -138,8 +137,6 @@ class VideoWriter:
         # counters (written by the caller's thread: frames_in, blocked; by the writer's: the rest)
         self.frames_in = 0
         self.frames = 0
-        self.blocked_writes = 0
-        self.blocked_s = 0.0
         self.pts_nudged = 0
         self.encode_s = 0.0
         self.device_frames = 0
@@ -166,11 +163,11 @@ class VideoWriter:
         self._raise_failure()
         image = checked_frame(self.name, image, pts, height=self.height, width=self.width,
                               padded=(self.enc_height, self.enc_width))
-        if image.is_cuda:
-            item = self._to_host(image)
+        if image.is_cuda:  # YUV on the device, then an asynchronous copy into a pinned buffer
+            item = self._handoff.to_host(rgb_to_yuv420(image, matrix=self.matrix))
         else:
             item = (image.clone(memory_format=torch.contiguous_format), None, None)  # the caller may reuse its tensor
-        self._put((item, None if pts is None else float(pts)))
+        self._handoff.put((item, None if pts is None else float(pts)))
         self.frames_in += 1
 
     def write_yuv420(self, planes: Any, *, pts: float | None = None) -> None:
@@ -181,60 +178,13 @@ class VideoWriter:
         if self._closed:
             raise SinkError(f"{self.name}: write() after close()")
         self._raise_failure()
-        self._put(((None, planes, None), None if pts is None else float(pts)))
+        self._handoff.put(((None, planes, None), None if pts is None else float(pts)))
         self.frames_in += 1
 
-    def _to_host(self, image: "torch.Tensor") -> tuple:
-        """YUV on the device, then an asynchronous copy into a pinned buffer; ``(None, buf, event)``."""
-        import torch
-
-        if self._pinned is None:
-            self._pinned = queue.Queue()
-            shape = (self.enc_height * 3 // 2, self.enc_width)
-            for _ in range(self.queue_frames + 2):  # queued + one being encoded + one being filled
-                self._pinned.put(torch.empty(shape, dtype=torch.uint8, pin_memory=True))
-        yuv = rgb_to_yuv420(image, matrix=self.matrix)
-        buf = self._take(self._pinned)
-        buf.copy_(yuv, non_blocking=True)
-        event = torch.cuda.Event()
-        event.record()
-        return (yuv, buf, event)  # yuv kept alive until the copy is done
-
-    def _take(self, q: queue.Queue) -> Any:
-        try:
-            return q.get_nowait()
-        except queue.Empty:
-            pass
-        t0 = time.perf_counter()
-        self.blocked_writes += 1
-        try:
-            while True:
-                self._raise_failure()
-                try:
-                    return q.get(timeout=0.1)
-                except queue.Empty:
-                    continue
-        finally:
-            self.blocked_s += time.perf_counter() - t0
-
-    def _put(self, item: Any) -> None:
-        try:
-            self._queue.put_nowait(item)
-            return
-        except queue.Full:
-            pass
-        t0 = time.perf_counter()
-        self.blocked_writes += 1
-        try:
-            while True:
-                self._raise_failure()
-                try:
-                    self._queue.put(item, timeout=0.1)
-                    return
-                except queue.Full:
-                    self._check_stall()
-        finally:
-            self.blocked_s += time.perf_counter() - t0
+    @property
+    def blocked_writes(self) -> int:
+        """Times ``write`` waited (a full queue, or no free pinned buffer)."""
+        return self._handoff.blocked_writes
 
     def _check_stall(self) -> None:
         """A live target whose writer thread made no progress for ``timeout_s`` (the server stopped
@@ -254,18 +204,18 @@ class VideoWriter:
     def _run(self) -> None:
         try:
             while True:
-                item = self._queue.get()
-                if item is _STOP:
+                item = self._handoff.queue.get()
+                if item is STOP:
                     break
                 if self._error is None:
                     self._encode(*item)
                 else:
-                    self._recycle(item[0])
+                    self._handoff.recycle(item[0])
             if self._error is None:
                 self._finish()
         except BaseException as exc:  # noqa: BLE001 - reported by write()/close()
             self._error = exc
-            self._drain()
+            self._handoff.drain(lambda: self._closed)
         finally:
             try:
                 self._out.close()
@@ -274,22 +224,6 @@ class VideoWriter:
                     self._error = exc
             if self._audio is not None:
                 self._audio.close()
-
-    def _recycle(self, data: tuple) -> None:
-        if data[1] is not None and data[2] is not None and self._pinned is not None:
-            self._pinned.put(data[1])
-
-    def _drain(self) -> None:
-        while True:
-            try:
-                item = self._queue.get(timeout=0.5)
-            except queue.Empty:
-                if self._closed:
-                    return
-                continue
-            if item is _STOP:
-                return
-            self._recycle(item[0])
 
     def _tick(self, pts: float | None) -> int:
         step = round(TIME_BASE.denominator / self.fps)
@@ -317,7 +251,7 @@ class VideoWriter:
         elif buf is not None:
             event.synchronize()
             frame = av.VideoFrame.from_ndarray(buf.numpy(), format="yuv420p")
-            self._pinned.put(buf)  # from_ndarray copied it
+            self._handoff.recycle(data)  # from_ndarray copied it
             self.device_frames += 1
         else:
             frame = _planar_rgb(av, rgb).reformat(
@@ -360,17 +294,10 @@ class VideoWriter:
         if self._closed:
             return
         self._closed = True
-        while self._thread.is_alive():
-            try:
-                self._queue.put(_STOP, timeout=0.1)
-                break
-            except queue.Full:
-                self._check_stall()
-                if self._error is not None:
-                    break
+        self._handoff.finish(self._thread.is_alive)
         if self.target.live:
             # the flush may block in a dead connection: give it the timeout, then leave it
-            self._thread.join(self._timeout_s + max(2.0, self._queue.qsize() / float(self.fps)))
+            self._thread.join(self._timeout_s + max(2.0, self._handoff.queue.qsize() / float(self.fps)))
             if self._thread.is_alive() and self._error is None:
                 self._error = TimeoutError(f"the stream could not be finished within {self._timeout_s:g} s")
         else:
@@ -396,8 +323,8 @@ class VideoWriter:
             "matrix": self.matrix,
             "encode_ms_per_frame": round(self.encode_s * 1000 / self.frames, 3) if self.frames else None,
             "device_yuv": self.device_frames,
-            "blocked_writes": self.blocked_writes,
-            "blocked_ms": round(self.blocked_s * 1000, 1),
+            "blocked_writes": self._handoff.blocked_writes,
+            "blocked_ms": round(self._handoff.blocked_s * 1000, 1),
             "pts_nudged": self.pts_nudged,
             "origin_s": self._origin,
             "audio": audio.mode if audio is not None else None,

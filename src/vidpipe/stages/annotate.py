@@ -239,15 +239,15 @@ class AnnotateStage:
             return False
 
     def _open(self, st: _Stream, meta: "FrameMeta", height: int, width: int, *, cuda: bool) -> None:
-        from vidpipe.encode import VideoWriter
-
         fps = self._fps(meta.source)
         audio = audio_source(meta.source) if self._audio else None
         st.size = (height, width)
         process = self._encoder == "process" or (self._encoder == "auto" and cuda)
         if process:
-            from vidpipe.encode.process import ProcessVideoWriter as VideoWriter  # noqa: N814
-        st.writer = VideoWriter(st.target, width=width, height=height, fps=fps, codec=self.codec,
+            from vidpipe.encode.process import ProcessVideoWriter as writer_type
+        else:
+            from vidpipe.encode import VideoWriter as writer_type
+        st.writer = writer_type(st.target, width=width, height=height, fps=fps, codec=self.codec,
                                 audio_from=audio, options=self._options or None, queue_frames=self._queue_frames)
         logger.info("annotate: stream %d -> %s (%dx%d, %.3g fps%s%s)", meta.stream_id, redact_text(st.target),
                     width, height, fps, ", audio from the source" if audio else "",
