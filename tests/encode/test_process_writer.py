@@ -82,3 +82,22 @@ def test_the_child_ends_when_the_writer_is_dropped_without_close(tmp_path):
     assert proc.wait(timeout=20) == 0  # the child finished the file with what arrived
     s = ffprobe(tmp_path / "out.mp4", "stream=nb_read_frames", count=True)["streams"][0]
     assert int(s["nb_read_frames"]) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("writer", ["thread", "process"])
+def test_cuda_frames_reuse_the_pinned_buffers_and_come_back_intact(clip, tmp_path, writer):
+    """Many more CUDA frames than pinned buffers (queue_frames=2: 4 buffers), read back with PyAV."""
+    from vidpipe.encode import VideoWriter
+
+    cls = ProcessVideoWriter if writer == "process" else VideoWriter
+    frames = decoded(clip.path) * 3  # 60 frames through 4 buffers
+    out = tmp_path / "out.mp4"
+    with cls(out, width=320, height=240, fps=25, queue_frames=2, options={"crf": "18"}) as w:
+        for k, (rgb, _) in enumerate(frames):
+            w.write(_chw(rgb, "cuda"), pts=k / 25)
+    assert w.report()["frames"] == len(frames)
+    got = decoded(out)
+    assert len(got) == len(frames)
+    worst = min(psnr(a, b) for (a, _), (b, _) in zip(frames, got))
+    assert worst >= 35, f"PSNR {worst:.1f} dB"

@@ -194,15 +194,16 @@ class ProcessVideoWriter:
                 _, buf, event = data
                 if event is not None:
                     event.synchronize()
-                data = memoryview(buf.numpy()).cast("B")
+                payload = memoryview(buf.numpy()).cast("B")
                 t0 = time.perf_counter()
-                stdin.write(HEADER.pack(pts, FRAME, data.nbytes))
-                stdin.write(data)
+                stdin.write(HEADER.pack(pts, FRAME, payload.nbytes))
+                stdin.write(payload)
                 self.send_s += time.perf_counter() - t0
                 self.frames_sent += 1
                 self._progress = time.monotonic()
-                self._handoff.recycle(data)
-                del data
+                del payload
+                self._handoff.recycle(data)  # the pinned buffer is free again
+                del data  # (and the device frame it was copied from)
         except (OSError, ValueError) as exc:  # a broken pipe; a closed one
             self._done.wait(2.0)  # the child's own message says why, when it had time to say it
             self._fail(f"the encoder process stopped taking frames ({getattr(exc, 'strerror', None) or exc})")
