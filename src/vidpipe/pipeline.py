@@ -296,6 +296,7 @@ class DetectionRun:
                 yield batch
         finally:
             self.close()
+            self.infer.release()  # this thread ran the model: the graph is free for the next run
 
     def stop(self) -> None:
         """Ask the run to end early (thread- and signal-handler-safe): the workers stop reading,

@@ -92,6 +92,7 @@ class Inference:
         self.device = detector.device
         self.batch_size = config.batch_size
         self._runner = detector  # what the consumer calls: the detector, or its CUDA-graph twin
+        self._twin_key: tuple[Any, ...] | None = None  # set while a twin is borrowed
         self._forward = self._oom_guarded(detector)
         self._post_stream: Any = None  # CUDA stream of head + NMS + device->host copies
         self.warmup_s = 0.0
@@ -132,10 +133,21 @@ class Inference:
         model = self.detector.model
         if isinstance(model, AcceleratedModel):
             return self.detector
-        fast = accelerate(model, "auto", batch_size=self.batch_size)
-        if fast is model:
-            return self.detector
-        return Detector(fast, config=self.detector.config)
+
+        def capture() -> "Detector":
+            fast = accelerate(model, "auto", batch_size=self.batch_size)
+            return self.detector if fast is model else Detector(fast, config=self.detector.config)
+
+        self._twin_key = (self.batch_size, self.config.accel)
+        return self.detector.twins.take(self._twin_key, capture)
+
+    def release(self) -> None:
+        """Give the borrowed CUDA-graph twin back to the detector for its next run; call from
+        the thread that ran the model, once it is done with it. Idempotent."""
+        key, self._twin_key = self._twin_key, None
+        if key is not None and self._runner is not self.detector:
+            self.detector.twins.give(key, self._runner)
+        self._runner = self.detector
 
     def launch(self, chunks: "list[QueuedChunk]", torch: Any) -> "_InFlight":
         """Join the chunks into one model input and queue the model on it (current stream)."""

@@ -12,6 +12,7 @@ from vidpipe._validate import check_range
 from vidpipe.errors import ConfigError, ModelError
 from vidpipe.models.base import Candidates
 from vidpipe.models.heads import get_head
+from vidpipe.models.twins import GraphTwins
 from vidpipe.post.boxes import to_source
 from vidpipe.post.nms import nms
 from vidpipe.types import Detections, ModelInput
@@ -128,6 +129,8 @@ class Detector:
         ml = self.config.multi_label
         self.multi_label: bool = ml if ml is not None else model.info.format == "darknet"
         self._classes: torch.Tensor | None = None
+        #: CUDA-graph twins of this detector, kept across runs (:mod:`vidpipe.models.twins`)
+        self.twins: GraphTwins[Detector] = GraphTwins()
         if self.config.classes is not None:
             import torch
 
