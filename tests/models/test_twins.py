@@ -43,19 +43,22 @@ def _rows(run: vidpipe.DetectionRun) -> list[tuple]:
 @pytest.mark.gpu
 @pytest.mark.nvdec
 def test_runs_of_one_detector_share_one_graph(bikes_path) -> None:
-    """Three runs of one detector capture one CUDA graph; GPU memory stays where the first run
-    left it; the results are the same each time. Two runs at once capture a second graph."""
+    """Six runs of one detector capture one CUDA graph; the memory PyTorch has allocated stays
+    where the second run left it (a graph captured per run kept ~70 MiB of static buffers
+    allocated until the cycle collector ran); the results are the same each time. Two runs at
+    once capture a second graph."""
     import torch
 
     from vidpipe.api import build_detector
 
     det = build_detector("yolov3-tiny", device="cuda")
     first = _rows(vidpipe.detect(bikes_path, model=det, batch_size=32))
-    reserved = torch.cuda.memory_reserved()
-    for _ in range(2):
+    assert _rows(vidpipe.detect(bikes_path, model=det, batch_size=32)) == first
+    allocated = torch.cuda.memory_allocated()
+    for _ in range(4):
         assert _rows(vidpipe.detect(bikes_path, model=det, batch_size=32)) == first
     assert det.twins.made == 1
-    assert torch.cuda.memory_reserved() <= reserved + 64 * 2**20
+    assert torch.cuda.memory_allocated() <= allocated + 16 * 2**20
     out: list[list[tuple]] = []
     runs = [vidpipe.detect(bikes_path, model=det, batch_size=32) for _ in range(2)]
     iters = [iter(r) for r in runs]
