@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vidpipe.sinks.resume import InputPlan, TablePlan, new_run_id, plan_table, resume_section
+from vidpipe.sinks.resume import InputPlan, ResumeError, TablePlan, new_run_id, plan_table, resume_section, seal_done
 
 if TYPE_CHECKING:
     from vidpipe.cli._outputs import OutputSpec
@@ -131,51 +131,66 @@ def _run_item(item: Any, plan: InputPlan | None) -> Any:
 def resume_setup(args: argparse.Namespace, spec: "OutputSpec", inputs: list[str], *, tracking: bool) -> ResumeSetup:
     """Plan the run's inputs and tables (``--resume``), or record what a later resume needs.
 
-    Calls ``args.parser.error`` (exit 2, one line) when the run cannot be resumed."""
-    from vidpipe.errors import ConfigError
-    from vidpipe.sinks.paths import table_format
-
-    parser: argparse.ArgumentParser = args.parser
+    Raises:
+        ResumeError: the run cannot be resumed (the CLI prints it as one line, exit 2).
+    """
     resume = bool(getattr(args, "resume", False))
     if resume and (why := _refusal(args, spec)) is not None:
-        parser.error(f"--resume: {why}")
+        raise ResumeError(f"--resume: {why}")
+    try:
+        return plan_inputs(spec, inputs, options=lambda fmt: _options(args, fmt, tracking), resume=resume, name=_flag)
+    except ResumeError as exc:
+        raise ResumeError(f"--resume: {exc}") from None
+
+
+def plan_inputs(
+    spec: "OutputSpec", inputs: list[str], *, options: Any, resume: bool, name: Any
+) -> ResumeSetup:
+    """:func:`resume_setup` for any caller: ``options(format)`` gives the options to record,
+    ``name(key)`` how an option is named in errors.
+
+    Raises:
+        ResumeError: the run cannot be resumed (the CLI prints it as one line, exit 2).
+    """
+    from vidpipe.sinks.paths import table_format
+
     items = _expand(inputs)
     names = [n for _, n in items]
     if spec.mode == "single" and spec.path is not None:
         fmt = table_format(spec.path, spec.format)
     else:
         fmt = "csv" if spec.format == "auto" else spec.format
-    options = _options(args, fmt, tracking)
-    setup = ResumeSetup([], names, [], options, new_run_id())
+    recorded = options(fmt)
+    setup = ResumeSetup([], names, [], recorded, new_run_id())
     if resume and any(not isinstance(i, str) and i.kind == "live" for i, _ in items):
-        parser.error("--resume: live inputs (stream URLs) cannot be resumed")
-    try:
-        if spec.mode == "single" and spec.path is not None:
-            plan = plan_table(spec.path, format=spec.format, options=options, inputs=names, name=_flag,
-                              can_continue=[not isinstance(i, str) and i.kind == "file" for i, _ in items]) if resume else None
-            setup.single = plan
-            plans: list[InputPlan | None] = list(plan.inputs) if plan is not None else [None] * len(items)
-        else:
-            plans = []
-            used: set[Path] = set()
-            for k, (item, name) in enumerate(items):
-                path = _table_path(spec, item if isinstance(item, str) else item.location, used)
-                p = plan_table(path, format=fmt, options=options, inputs=[name], name=_flag,
-                               can_continue=[not isinstance(item, str) and item.kind == "file"]) if resume else None
-                setup.tables[k] = (path, p)
-                plans.append(p.inputs[0] if p is not None else None)
-    except ConfigError as exc:
-        parser.error(f"--resume: {exc}")
-    for k, ((item, name), plan) in enumerate(zip(items, plans)):
+        raise ResumeError("live inputs (stream URLs) cannot be resumed")
+    if spec.mode == "single" and spec.path is not None:
+        plan = plan_table(spec.path, format=spec.format, options=recorded, inputs=names, name=name,
+                          can_continue=[not isinstance(i, str) and i.kind == "file" for i, _ in items]) if resume else None
+        setup.single = plan
+        plans: list[InputPlan | None] = list(plan.inputs) if plan is not None else [None] * len(items)
+    else:
+        plans = []
+        used: set[Path] = set()
+        for k, (item, label) in enumerate(items):
+            path = _table_path(spec, item if isinstance(item, str) else item.location, used)
+            p = plan_table(path, format=fmt, options=recorded, inputs=[label], name=name,
+                           can_continue=[not isinstance(item, str) and item.kind == "file"]) if resume else None
+            setup.tables[k] = (path, p)
+            plans.append(p.inputs[0] if p is not None else None)
+    for k, ((item, label), plan) in enumerate(zip(items, plans)):
         run_item = _run_item(item, plan)
         if run_item is None:
-            setup.skipped.append(name)
+            setup.skipped.append(label)
             continue
         setup.run_inputs.append(run_item)
         setup.positions.append(k)
     if resume:
-        for name in setup.skipped:
-            logger.info("--resume: %s is done; skipped", name)
+        for plan in [setup.single, *(p for _, p in setup.tables.values())]:
+            if plan is not None:
+                seal_done(plan)
+        for label in setup.skipped:
+            logger.info("resume: %s is done; skipped (not decoded again)", label)
     return setup
 
 

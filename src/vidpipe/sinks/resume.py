@@ -45,7 +45,7 @@ from vidpipe.sinks.paths import table_format
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ResumeError", "InputPlan", "TablePlan", "plan_table", "resume_section", "new_run_id"]
+__all__ = ["ResumeError", "InputPlan", "TablePlan", "plan_table", "seal_done", "resume_section", "new_run_id"]
 
 #: the metadata key of the resume section
 RESUME_KEY = "resume"
@@ -213,9 +213,10 @@ def plan_table(
         )
     key = _first_difference(section["options"], options)
     if key is not None:
+        flag = name(key) + ("" if name(key).endswith("=") else " ")
         raise ResumeError(
-            f"cannot resume {str(target)!r}: it was written with {name(key)} {_show(section['options'].get(key))}, "
-            f"this run has {name(key)} {_show(options.get(key))}; give the same options, or run without resume"
+            f"cannot resume {str(target)!r}: it was written with {flag}{_show(section['options'].get(key))}, "
+            f"this run has {flag}{_show(options.get(key))}; give the same options, or run without resume"
         )
     if list(section.get("inputs", [])) != list(inputs):
         old, new = list(section.get("inputs", [])), list(inputs)
@@ -267,3 +268,21 @@ def plan_table(
         kept += len(keep)
     plans.extend(InputPlan(s, "restart") for s in inputs[first_open + 1:])
     return TablePlan(target, fmt, tuple(plans), cut, kept, run_id, tuple(inputs[:first_open]))
+
+
+def seal_done(plan: TablePlan) -> None:
+    """Mark a table whose every input is done as complete (a run killed after its last row but
+    before it finalised the table): its metadata's status becomes ``complete``."""
+    from vidpipe.sinks import _atomic
+    from vidpipe.sinks.table import metadata_path
+
+    if any(p.action != "skip" for p in plan.inputs):
+        return
+    meta = _read_meta(metadata_path(plan.path)) or {}
+    if meta.get("complete") is True:
+        return
+    meta.pop("pid", None)
+    meta.update(finished=True, complete=True, status="complete", reason=None, rows=plan.kept_rows)
+    meta.setdefault(RESUME_KEY, {})["done"] = list(plan.done)
+    _atomic.write_json_atomic(metadata_path(plan.path), meta)
+    logger.info("%s: every input was done; marked complete", plan.path)

@@ -1,0 +1,111 @@
+"""``vidpipe detect --resume`` on real killed runs: a ``python -m vidpipe detect`` process killed
+with SIGKILL at seeded random moments (after a random number of rows reached the table), then
+``--resume``: the final table must equal an uninterrupted run's, row for row and byte for byte.
+
+The independent check is the uninterrupted run of the same inputs and options. Also: inputs
+done are not decoded again (the summary counts only the others), other options are refused with
+one line naming the difference, and stateful flags are refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
+
+FRAMES = 60  # per input
+ARGS = ["--device", "cpu", "--batch-size", "4", "--imgsz", "160", "--progress", "off", "--max-frames", str(FRAMES)]
+
+
+def vidpipe(*args, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vidpipe", "detect", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, timeout=timeout)
+
+
+def data_rows(path: Path) -> int:
+    try:
+        return max(0, path.read_bytes().count(b"\n") - 1)
+    except FileNotFoundError:
+        return 0
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory) -> Path:
+    """Two inputs (copies of the bundled bikes clip, real detections) and their uninterrupted table."""
+    from vidpipe.data import sample_video
+
+    d = tmp_path_factory.mktemp("resume")
+    for name in ("a.mp4", "b.mp4"):
+        shutil.copy(sample_video(), d / name)
+    p = vidpipe("a.mp4", "b.mp4", *ARGS, "-o", "ref.csv", "-q", cwd=d)
+    assert p.returncode == 0, p.stderr
+    assert data_rows(d / "ref.csv") > 40  # enough rows to kill in between
+    return d
+
+
+@pytest.mark.parametrize("trial", [0, 1])
+def test_sigkill_then_resume_equals_uninterrupted(clips, tmp_path, trial):
+    for name in ("a.mp4", "b.mp4"):
+        os.link(clips / name, tmp_path / name)
+    out = tmp_path / "dets.csv"
+    ref = (clips / "ref.csv").read_bytes()
+    total = ref.count(b"\n") - 1
+    threshold = random.Random(15 + trial).randint(1, total * 3 // 4)  # a moment within the run
+    proc = subprocess.Popen([sys.executable, "-m", "vidpipe", "detect", "a.mp4", "b.mp4", *ARGS, "-o", out, "-q"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while data_rows(out) < threshold and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    meta = json.loads((tmp_path / "dets.csv.meta.json").read_text())
+    killed_rows = data_rows(out)
+    assert proc.returncode == -signal.SIGKILL
+    if killed_rows < total:
+        assert meta["status"] == "running"  # a killed run's partial table
+    p = vidpipe("a.mp4", "b.mp4", *ARGS, "-o", out, "--resume", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert out.read_bytes() == ref, f"trial {trial}: killed after {killed_rows} of {total} rows"
+    meta = json.loads((tmp_path / "dets.csv.meta.json").read_text())
+    assert meta["status"] == "complete" and meta["rows"] == total
+    assert meta["resume"]["done"] == ["a.mp4", "b.mp4"]
+    # resumed again: every input is done, nothing is decoded
+    p = vidpipe("a.mp4", "b.mp4", *ARGS, "-o", out, "--resume", cwd=tmp_path)
+    assert p.returncode == 0 and "every input is done" in p.stdout, (p.stdout, p.stderr)
+    assert out.read_bytes() == ref
+
+
+def test_done_tables_are_skipped_and_other_options_refused(clips, tmp_path):
+    for name in ("a.mp4", "b.mp4"):
+        os.link(clips / name, tmp_path / name)
+    p = vidpipe("a.mp4", *ARGS, "-o", "out/", "-q", cwd=tmp_path)  # a's table complete
+    assert p.returncode == 0, p.stderr
+    a_table = (tmp_path / "out" / "a.detections.csv").read_bytes()
+    mtime = (tmp_path / "out" / "a.detections.csv").stat().st_mtime_ns
+    p = vidpipe("a.mp4", "b.mp4", *ARGS, "-o", "out/", "--resume", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "a.mp4 is done; skipped" in p.stderr
+    assert f"1 source: {FRAMES} frames" in p.stdout  # only b was decoded
+    assert (tmp_path / "out" / "a.detections.csv").read_bytes() == a_table
+    assert (tmp_path / "out" / "a.detections.csv").stat().st_mtime_ns == mtime
+    # the per-input tables hold what the single reference table holds, input by input
+    ref = (clips / "ref.csv").read_text().splitlines()
+    got = a_table.decode().splitlines() + (tmp_path / "out" / "b.detections.csv").read_text().splitlines()[1:]
+    assert got == ref
+    # other options: one line naming the difference, exit 2, nothing touched
+    p = vidpipe("a.mp4", "b.mp4", *ARGS, "--conf", "0.3", "-o", "out/", "--resume", cwd=tmp_path)
+    assert p.returncode == 2
+    assert p.stderr.strip().count("\n") == 0 and "--conf 0.25" in p.stderr and "--conf 0.3" in p.stderr, p.stderr
+    p = vidpipe("a.mp4", *ARGS, "--track", "-o", "out/", "--resume", cwd=tmp_path)
+    assert p.returncode == 2 and "--track" in p.stderr and p.stderr.strip().count("\n") == 0, p.stderr
+    assert (tmp_path / "out" / "a.detections.csv").read_bytes() == a_table
