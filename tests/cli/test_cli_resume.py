@@ -53,36 +53,58 @@ def clips(tmp_path_factory) -> Path:
     return d
 
 
-@pytest.mark.parametrize("trial", [0, 1])
-def test_sigkill_then_resume_equals_uninterrupted(clips, tmp_path, trial):
+def split(table: bytes) -> dict[str, bytes]:
+    """A single table's per-input tables (header + that input's rows), as ``-o FOLDER/`` writes them."""
+    header, *rows = table.decode().splitlines(keepends=True)
+    out: dict[str, str] = {}
+    for r in rows:
+        src = r.split(",", 1)[0]
+        out[src] = out.get(src, header) + r
+    return {k: v.encode() for k, v in out.items()}
+
+
+@pytest.mark.parametrize("trial, mode", [(0, "single"), (1, "single"), (2, "folder")])
+def test_sigkill_then_resume_equals_uninterrupted(clips, tmp_path, trial, mode):
     for name in ("a.mp4", "b.mp4"):
         os.link(clips / name, tmp_path / name)
-    out = tmp_path / "dets.csv"
     ref = (clips / "ref.csv").read_bytes()
     total = ref.count(b"\n") - 1
-    threshold = random.Random(15 + trial).randint(1, total * 3 // 4)  # a moment within the run
-    proc = subprocess.Popen([sys.executable, "-m", "vidpipe", "detect", "a.mp4", "b.mp4", *ARGS, "-o", out, "-q"],
+    out = tmp_path / "dets.csv" if mode == "single" else tmp_path / "out" / "a.detections.csv"
+    target = out if mode == "single" else tmp_path / "out"
+    # a seeded random moment while input a is written (b's rows, held in memory for input
+    # order, come out at once when a is done: a kill then often finds the run finished)
+    a_rows = ref.count(b"\na.mp4,")
+    threshold = random.Random(15 + trial).randint(1, a_rows // 2)
+    args = ["a.mp4", "b.mp4", *ARGS, "-o", f"{target}{'/' if mode == 'folder' else ''}"]
+    proc = subprocess.Popen([sys.executable, "-m", "vidpipe", "detect", *args, "-q"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     deadline = time.monotonic() + 120
     while data_rows(out) < threshold and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
-    meta = json.loads((tmp_path / "dets.csv.meta.json").read_text())
-    killed_rows = data_rows(out)
     assert proc.returncode == -signal.SIGKILL
-    if killed_rows < total:
-        assert meta["status"] == "running"  # a killed run's partial table
-    p = vidpipe("a.mp4", "b.mp4", *ARGS, "-o", out, "--resume", cwd=tmp_path)
+    killed_rows = data_rows(out)
+    meta = json.loads(Path(f"{out}.meta.json").read_text())
+    assert meta["status"] == "running" and 0 < killed_rows < a_rows, killed_rows  # killed mid-run, mid-input
+    p = vidpipe(*args, "--resume", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    assert out.read_bytes() == ref, f"trial {trial}: killed after {killed_rows} of {total} rows"
-    meta = json.loads((tmp_path / "dets.csv.meta.json").read_text())
-    assert meta["status"] == "complete" and meta["rows"] == total
-    assert meta["resume"]["done"] == ["a.mp4", "b.mp4"]
+    assert "a.mp4: resuming at frame" in p.stderr, p.stderr  # the input cut short went on, not over
+    if mode == "single":
+        assert out.read_bytes() == ref, f"trial {trial}: killed after {killed_rows} of {total} rows"
+        meta = json.loads((tmp_path / "dets.csv.meta.json").read_text())
+        assert meta["status"] == "complete" and meta["rows"] == total
+        assert meta["resume"]["done"] == ["a.mp4", "b.mp4"]
+    else:
+        for src, table in split(ref).items():
+            path = target / src.replace(".mp4", ".detections.csv")
+            assert path.read_bytes() == table, f"trial {trial}: {path.name}, killed after {killed_rows} rows of a"
+            assert json.loads(Path(f"{path}.meta.json").read_text())["status"] == "complete"
     # resumed again: every input is done, nothing is decoded
-    p = vidpipe("a.mp4", "b.mp4", *ARGS, "-o", out, "--resume", cwd=tmp_path)
+    p = vidpipe(*args, "--resume", cwd=tmp_path)
     assert p.returncode == 0 and "every input is done" in p.stdout, (p.stdout, p.stderr)
-    assert out.read_bytes() == ref
+    if mode == "single":
+        assert out.read_bytes() == ref
 
 
 def test_done_tables_are_skipped_and_other_options_refused(clips, tmp_path):
@@ -99,9 +121,8 @@ def test_done_tables_are_skipped_and_other_options_refused(clips, tmp_path):
     assert (tmp_path / "out" / "a.detections.csv").read_bytes() == a_table
     assert (tmp_path / "out" / "a.detections.csv").stat().st_mtime_ns == mtime
     # the per-input tables hold what the single reference table holds, input by input
-    ref = (clips / "ref.csv").read_text().splitlines()
-    got = a_table.decode().splitlines() + (tmp_path / "out" / "b.detections.csv").read_text().splitlines()[1:]
-    assert got == ref
+    ref = split((clips / "ref.csv").read_bytes())
+    assert a_table == ref["a.mp4"] and (tmp_path / "out" / "b.detections.csv").read_bytes() == ref["b.mp4"]
     # other options: one line naming the difference, exit 2, nothing touched
     p = vidpipe("a.mp4", "b.mp4", *ARGS, "--conf", "0.3", "-o", "out/", "--resume", cwd=tmp_path)
     assert p.returncode == 2
