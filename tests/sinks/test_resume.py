@@ -97,3 +97,32 @@ def test_parquet_complete_is_skipped_unfinished_is_written_again(bikes, tmp_path
     summary = vidpipe.detect_to_table(bikes, out, resume=True, **opts)
     assert summary is not None and summary.frames == 48  # from the first frame
     assert pq.read_table(out).equals(ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.nvdec
+@pytest.mark.parametrize("processes", [0, 2], ids=["threads", "processes"])
+def test_nvdec_resume_keeps_frame_numbers_and_times(bikes, tmp_path, processes):
+    """On the GPU (NVDEC seeks to the keyframe before the cut): the resumed rows carry the frame
+    numbers and times of the uninterrupted run. Detections are compared loosely (FP16/CUDA graphs
+    and other batch shapes may move a score across the threshold); numbering exactly."""
+    import csv
+
+    opts = dict(device="cuda", decoder="nvdec", batch_size=8, decoder_processes=processes, max_frames=200)
+    ref = tmp_path / "ref.csv"
+    assert vidpipe.detect_to_table(bikes, ref, **opts).status == "ok"
+    rows = list(csv.DictReader(ref.read_text().splitlines()))
+    frames = sorted({int(r["frame"]) for r in rows})
+    last = frames[len(frames) // 2]  # mid-file, past the keyframes at 1.2 and 3.04 s
+    out = tmp_path / "dets.csv"
+    killed(ref, out, last, partial_line=True)
+    summary = vidpipe.detect_to_table(bikes, out, resume=True, **opts)
+    assert summary is not None and summary.frames == 200 - last
+    assert summary.sources[0].decoder == "nvdec"
+    got = list(csv.DictReader(out.read_text().splitlines()))
+    ref_pts = {int(r["frame"]): r["pts"] for r in rows}
+    got_pts = {int(r["frame"]): r["pts"] for r in got}
+    assert all(got_pts[f] == ref_pts[f] for f in got_pts.keys() & ref_pts.keys())
+    common = got_pts.keys() & ref_pts.keys()
+    assert len(common) >= 0.95 * len(ref_pts), (len(common), len(ref_pts))
+    assert max(got_pts) <= 199 and [int(r["frame"]) for r in got] == sorted(int(r["frame"]) for r in got)

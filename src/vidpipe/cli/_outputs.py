@@ -5,7 +5,8 @@ the first input, then the second, ... The inputs are still decoded concurrently,
 an input are written as soon as they are detected only while it is the earliest unfinished
 input; the rows of later inputs are held in memory until the inputs before them are done. On
 Ctrl-C/SIGTERM the held rows are written (still in input order) before the table is finalised;
-a process killed outright loses them. One table per input (the default, or ``-o FOLDER/``) holds
+a process killed outright loses them (``--resume`` then decodes those inputs again:
+:mod:`vidpipe.cli._resume`). One table per input (the default, or ``-o FOLDER/``) holds
 nothing back.
 
 Live inputs (stream URLs, and files played ``--realtime``) never end, so no row waits for them:

@@ -99,6 +99,8 @@ class ResumeSetup:
         sec = resume_section(self.options, names, run_id=plan.run_id if plan else new_run_id())
         if plan is not None:
             sec["done"] = list(plan.done)
+            sec["resumed"] = [{"source": p.source, "action": p.action, "frame": p.frame, "kept_rows": p.kept_rows}
+                              for p in plan.inputs]  # what this resumed run did with each input
         return sec
 
 
@@ -165,8 +167,9 @@ def plan_inputs(
     if resume and any(not isinstance(i, str) and i.kind == "live" for i, _ in items):
         raise ResumeError("live inputs (stream URLs) cannot be resumed")
     if spec.mode == "single" and spec.path is not None:
+        seekable = [not isinstance(i, str) and i.kind == "file" for i, _ in items]
         plan = plan_table(spec.path, format=spec.format, options=recorded, inputs=names, name=name,
-                          can_continue=[not isinstance(i, str) and i.kind == "file" for i, _ in items]) if resume else None
+                          can_continue=seekable) if resume else None
         setup.single = plan
         plans: list[InputPlan | None] = list(plan.inputs) if plan is not None else [None] * len(items)
     else:
@@ -184,7 +187,8 @@ def plan_inputs(
             setup.skipped.append(label)
             continue
         setup.run_inputs.append(run_item)
-        setup.positions.append(k)
+        if not isinstance(run_item, str):  # an input that cannot be read becomes no stream of the run
+            setup.positions.append(k)
     if resume:
         for plan in [setup.single, *(p for _, p in setup.tables.values())]:
             if plan is not None:

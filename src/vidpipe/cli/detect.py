@@ -3,7 +3,8 @@
 Every batch of results is written as soon as it is detected (CSV and JSONL are readable while the
 run goes on and valid after any stop, even SIGKILL; see :mod:`vidpipe.sinks.table`). Ctrl-C or
 SIGTERM stop the run cleanly: what was detected is written, the output is marked partial, the
-exit code is 130 (SIGINT) or 143 (SIGTERM).
+exit code is 130 (SIGINT) or 143 (SIGTERM). ``--resume`` continues a killed or interrupted run
+from its tables (:mod:`vidpipe.cli._resume`).
 """
 
 from __future__ import annotations
