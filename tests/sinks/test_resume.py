@@ -31,6 +31,27 @@ def bikes(tmp_path_factory) -> Path:
     return d / "bikes.mp4"
 
 
+def dead_pid() -> int:
+    """The pid of a process that has exited (a killed writer's)."""
+    import subprocess
+
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_table_still_being_written_is_not_resumed(bikes, tmp_path):
+    import os
+
+    out = tmp_path / "dets.csv"
+    vidpipe.detect_to_table(bikes, out, max_frames=4, **OPTS)
+    meta = json.loads(Path(f"{out}.meta.json").read_text())
+    meta.update(status="running", finished=False, complete=False, pid=os.getppid())  # alive: pytest's parent
+    Path(f"{out}.meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ResumeError, match=f"pid {os.getppid()}.* still running"):
+        vidpipe.detect_to_table(bikes, out, resume=True, max_frames=4, **OPTS)
+
+
 def killed(ref: Path, out: Path, last_frame: int, *, partial_line: bool) -> int:
     """Write to ``out`` what a kill after frame ``last_frame``'s batch leaves; returns the rows kept."""
     header, *rows = ref.read_text().splitlines(keepends=True)
@@ -42,7 +63,7 @@ def killed(ref: Path, out: Path, last_frame: int, *, partial_line: bool) -> int:
     text = header + "".join(keep) + ('bikes.mp4,9999,99.0,0,per' if partial_line else "")
     out.write_text(text)
     meta = json.loads(Path(f"{ref}.meta.json").read_text())
-    meta.update(status="running", finished=False, complete=False, pid=1)
+    meta.update(status="running", finished=False, complete=False, pid=dead_pid())
     meta["resume"]["done"] = []
     Path(f"{out}.meta.json").write_text(json.dumps(meta))
     return len(keep)
@@ -90,13 +111,16 @@ def test_parquet_complete_is_skipped_unfinished_is_written_again(bikes, tmp_path
     assert vidpipe.detect_to_table(bikes, out, resume=True, **opts) is None  # complete: not decoded
     # a kill leaves the metadata "running" and no Parquet file (only an unreadable temporary one)
     meta = json.loads(Path(f"{out}.meta.json").read_text())
-    meta.update(status="running", finished=False, complete=False)
+    temporary = tmp_path / f".dets.parquet.tmp-{dead_pid()}"
+    temporary.write_bytes(b"PAR1 unfinished")
+    meta.update(status="running", finished=False, complete=False, pid=dead_pid(), temporary=str(temporary))
     meta["resume"]["done"] = []
     Path(f"{out}.meta.json").write_text(json.dumps(meta))
     out.unlink()
     summary = vidpipe.detect_to_table(bikes, out, resume=True, **opts)
     assert summary is not None and summary.frames == 48  # from the first frame
     assert pq.read_table(out).equals(ref)
+    assert not temporary.exists()  # the killed run's unreadable temporary file is removed
 
 
 @pytest.mark.gpu

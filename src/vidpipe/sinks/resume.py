@@ -29,11 +29,13 @@ A resume whose options or inputs differ from the previous run's is refused
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import logging
 import math
 import os
+import socket
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,8 +65,26 @@ def new_run_id() -> str:
 
 def resume_section(options: Mapping[str, Any], inputs: Sequence[str], *, run_id: str | None = None) -> dict[str, Any]:
     """The ``"resume"`` metadata of a new table: options, inputs (names as in the ``source``
-    column), the inputs done so far (none) and the run id."""
-    return {"run_id": run_id or new_run_id(), "options": dict(options), "inputs": list(inputs), "done": []}
+    column), the inputs done so far (none), the run id and the writer's host (with the
+    metadata's ``pid``: a table still being written is never resumed)."""
+    return {"run_id": run_id or new_run_id(), "options": dict(options), "inputs": list(inputs), "done": [],
+            "host": socket.gethostname()}
+
+
+def _writer_alive(meta: Mapping[str, Any], section: Mapping[str, Any]) -> int | None:
+    """The pid of the process still writing this table (same host, alive), else ``None``."""
+    pid = meta.get("pid")
+    if meta.get("status") != "running" or not isinstance(pid, int) or section.get("host") != socket.gethostname():
+        return None
+    if pid == os.getpid():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except OSError:  # PermissionError: alive, another user's
+        return pid
+    return pid
 
 
 @dataclass(frozen=True)
@@ -224,6 +244,15 @@ def plan_table(
             f"cannot resume {str(target)!r}: it was written for the inputs {old}, this run has {new}; "
             "give the same inputs in the same order, or run without resume"
         )
+    alive = _writer_alive(meta, section)
+    if alive is not None:
+        raise ResumeError(
+            f"cannot resume {str(target)!r}: the run writing it (pid {alive}) is still running; stop it first"
+        )
+    temporary = meta.get("temporary")
+    if meta.get("status") == "running" and isinstance(temporary, str) and Path(temporary).name.startswith("."):
+        with contextlib.suppress(OSError):  # the killed run's unreadable Parquet temporary file
+            Path(temporary).unlink()
     run_id = str(section.get("run_id") or new_run_id())
     if meta.get("complete") is True:
         plans = tuple(InputPlan(s, "skip") for s in inputs)
