@@ -67,8 +67,13 @@ def resume_section(options: Mapping[str, Any], inputs: Sequence[str], *, run_id:
     """The ``"resume"`` metadata of a new table: options, inputs (names as in the ``source``
     column), the inputs done so far (none), the run id and the writer's host (with the
     metadata's ``pid``: a table still being written is never resumed)."""
-    return {"run_id": run_id or new_run_id(), "options": dict(options), "inputs": list(inputs), "done": [],
+    return {"run_id": run_id or new_run_id(), "options": _json(options), "inputs": list(inputs), "done": [],
             "host": socket.gethostname()}
+
+
+def _json(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` as the metadata stores them (tuples as lists, paths and objects as strings)."""
+    return json.loads(json.dumps(dict(options), default=str))
 
 
 def _writer_alive(meta: Mapping[str, Any], section: Mapping[str, Any]) -> int | None:
@@ -231,6 +236,7 @@ def plan_table(
             f"cannot resume {str(target)!r}: its metadata does not record the run's options "
             "(written by an older vidpipe); run without resume to write it anew"
         )
+    options = _json(options)
     key = _first_difference(section["options"], options)
     if key is not None:
         flag = name(key) + ("" if name(key).endswith("=") else " ")
