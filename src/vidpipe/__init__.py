@@ -36,6 +36,7 @@ __version__ = "0.1.0"
 # Public callables live in submodules that import torch; they load on first attribute access.
 _LAZY = {
     "detect": "vidpipe.api",
+    "detect_to_table": "vidpipe.tables",
     "open_video": "vidpipe.video",
     "probe": "vidpipe.decode.probe",
     "load_model": "vidpipe.models.zoo",
@@ -48,6 +49,7 @@ _LAZY = {
 __all__ = [
     "__version__",
     "detect",
+    "detect_to_table",
     "open_video",
     "probe",
     "load_model",
@@ -89,6 +91,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from vidpipe.api import detect
+    from vidpipe.tables import detect_to_table
     from vidpipe.decode.probe import probe
     from vidpipe.device import resolve_device
     from vidpipe.models.zoo import load_model

@@ -79,7 +79,8 @@ def detect(
     """Detect objects in videos, image folders or image files.
 
     Args:
-        source: a path, URL, folder, glob, or a list of them.
+        source: a path, URL, folder, glob, or a list of them (a list may also hold
+            :class:`~vidpipe.sources.spec.SourceSpec` or :class:`~vidpipe.sources.base.Source` objects).
         model: ``"yolov3-tiny"`` (bundled, offline), a model file (Darknet ``.cfg``/``.weights``,
             ONNX ``.onnx``, TorchScript ``.pt``/``.torchscript``, torch.export ``.pt2``, ...), or a
             loaded model.
@@ -123,9 +124,10 @@ def detect(
     from vidpipe.sources.spec import classify_inputs
 
     if isinstance(source, (str, os.PathLike)):
-        sources = [os.fspath(source)]
+        sources: list[Any] = [os.fspath(source)]
     elif isinstance(source, Sequence) and source:
-        sources = [os.fspath(s) for s in source]
+        # a SourceSpec or Source object (e.g. a resumed input) is taken as it is
+        sources = [os.fspath(s) if isinstance(s, (str, os.PathLike)) else s for s in source]
     else:
         raise ConfigError(f"invalid source={source!r}; expected a path, URL, folder, glob or a list of them")
     if track is not None and track is not False:
@@ -147,6 +149,9 @@ def detect(
     )
     specs, failed = [], []
     for src in sources:  # one bad input must not stop the others; report it in the summary
+        if not isinstance(src, str):
+            specs.append(src)
+            continue
         try:
             specs.extend(classify_inputs([src]))
         except SourceError as exc:

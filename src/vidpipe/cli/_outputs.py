@@ -5,7 +5,8 @@ the first input, then the second, ... The inputs are still decoded concurrently,
 an input are written as soon as they are detected only while it is the earliest unfinished
 input; the rows of later inputs are held in memory until the inputs before them are done. On
 Ctrl-C/SIGTERM the held rows are written (still in input order) before the table is finalised;
-a process killed outright loses them. One table per input (the default, or ``-o FOLDER/``) holds
+a process killed outright loses them (``--resume`` then decodes those inputs again:
+:mod:`vidpipe.cli._resume`). One table per input (the default, or ``-o FOLDER/``) holds
 nothing back.
 
 Live inputs (stream URLs, and files played ``--realtime``) never end, so no row waits for them:
@@ -80,10 +81,13 @@ class OutputSpec:
 class Outputs:
     """The sinks of one run, fed batch by batch from :meth:`DetectionRun.batches`."""
 
-    def __init__(self, spec: OutputSpec, det_run: "DetectionRun", *, names: Any, events: Any = None) -> None:
+    def __init__(
+        self, spec: OutputSpec, det_run: "DetectionRun", *, names: Any, events: Any = None, resume: Any = None
+    ) -> None:
         from vidpipe.sinks import TableSink, make_sink
 
         self.spec = spec
+        self.resume = resume  # vidpipe.cli._resume.ResumeSetup: tables' resume metadata and cut points (or None)
         self.events = events  # vidpipe.events.EventOutputs: the events table, webhooks, MQTT (or None)
         self._run = det_run
         self._names = names
@@ -97,6 +101,13 @@ class Outputs:
             self._single = TableSink(
                 "<stdout>", format=fmt, names=names, stream=sys.stdout, capture_times=self._live_run(),  # type: ignore[arg-type]
                 tracking=self._tracking,
+            )
+        elif spec.mode == "single" and resume is not None and spec.rotate == "none":
+            plan = resume.single
+            self._single = TableSink(
+                spec.path, format=spec.format, names=names, capture_times=self._live_run(),  # type: ignore[arg-type]
+                tracking=self._tracking, resume=resume.section(resume.names, plan),
+                keep_bytes=None if plan is None else plan.keep_bytes, kept_rows=0 if plan is None else plan.kept_rows,
             )
         elif spec.mode == "single":
             self._single = make_sink(
@@ -122,6 +133,17 @@ class Outputs:
 
     def _sink_for(self, stream_id: int, source: str) -> "Sink":
         sink = self._per_source.get(stream_id)
+        if sink is None and self.resume is not None and self.spec.rotate == "none":
+            from vidpipe.sinks import TableSink
+
+            k = self.resume.positions[stream_id]
+            path, plan = self.resume.tables[k]
+            sink = self._per_source[stream_id] = TableSink(
+                path, names=self._names, format=self.spec.format,  # type: ignore[arg-type]
+                capture_times=self._is_live(stream_id), tracking=self._tracking,
+                resume=self.resume.section([self.resume.names[k]], plan),
+                keep_bytes=None if plan is None else plan.keep_bytes, kept_rows=0 if plan is None else plan.kept_rows,
+            )
         if sink is None:
             from vidpipe.sinks import make_sink
 
@@ -167,10 +189,20 @@ class Outputs:
         """Move past finished inputs, writing what was held for the next one."""
         states = self._run.states
         while self._current < len(states) and states[self._current].drained:
+            self._mark_done(self._current)
             self._current += 1
             held = self._held.pop(self._current, None)
             if held and self._single is not None:
                 self._single.write(held)
+
+    def _mark_done(self, stream_id: int) -> None:
+        """Record in the single table's metadata that input ``stream_id`` is done (read to its
+        end, every row written): a resumed run skips it."""
+        st = self._run.states[stream_id]
+        if self._single is not None and st.drained and st.status == "ok" and not st.stopped:
+            mark = getattr(self._single, "mark_done", None)
+            if mark is not None:
+                mark(st.spec.location)
 
     def flush_held(self) -> None:
         """Write every held row, in input order (end of the run, or interrupted)."""
@@ -205,6 +237,8 @@ class Outputs:
         """Finalise every table with the run's summary (its status decides the metadata's)."""
         self.flush_held()
         summary = self._summary()
+        for sid in range(len(self._run.states)):
+            self._mark_done(sid)
         for s in self._all():
             s.close(summary)
         if self.events is not None:
@@ -217,6 +251,8 @@ class Outputs:
             self.flush_held()
         finally:
             summary = self._summary(reason)
+            for sid in range(len(self._run.states)):
+                self._mark_done(sid)
             try:
                 for s in self._all():
                     s.abort(reason, summary)

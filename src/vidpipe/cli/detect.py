@@ -3,7 +3,8 @@
 Every batch of results is written as soon as it is detected (CSV and JSONL are readable while the
 run goes on and valid after any stop, even SIGKILL; see :mod:`vidpipe.sinks.table`). Ctrl-C or
 SIGTERM stop the run cleanly: what was detected is written, the output is marked partial, the
-exit code is 130 (SIGINT) or 143 (SIGTERM).
+exit code is 130 (SIGINT) or 143 (SIGTERM). ``--resume`` continues a killed or interrupted run
+from its tables (:mod:`vidpipe.cli._resume`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from vidpipe.cli._annotate_args import add_annotate_args, annotate_stages, check
 from vidpipe.cli._embed_args import add_embed_args, with_embed_stages
 from vidpipe.cli._event_args import add_event_args, detect_events
 from vidpipe.cli._live_args import LiveWatch, add_live_args, live_options
+from vidpipe.cli._resume import add_resume_arg, resume_setup
 from vidpipe.cli._zone_args import add_zone_args, needs_tracking, zone_stages
 from vidpipe.cli._track_args import add_track_args, track_options
 
@@ -125,6 +127,7 @@ def add_parser(sub, common) -> None:
     p.add_argument("--preview", action="store_true",
                    help="serve a live preview page at http://HOST:PORT/preview beside the metrics (needs "
                    "--metrics-port): one tile per input with its frames (MJPEG) and its numbers")
+    add_resume_arg(p)
     add_live_args(p)
     add_embed_args(p)
     add_zone_args(p)
@@ -252,8 +255,14 @@ def run(args: argparse.Namespace) -> int:
     if not inputs:
         inputs = [str(sample_video())]
         logger.info("no INPUT given: running on the bundled sample video %s", inputs[0])
+    trackers = _tracker(args)
+    setup = resume_setup(args, spec, inputs, tracking=bool(trackers))  # records options; plans --resume
+    if not setup.run_inputs:
+        if not args.quiet:
+            print(f"vidpipe: --resume: every input is done ({len(setup.skipped)} skipped); nothing to do", flush=True)
+        return 0
     det_run = vidpipe.detect(
-        inputs,
+        setup.run_inputs,
         model=args.model,
         device=args.device,
         decoder=args.decoder,
@@ -277,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
         live=live_options(args),
         # embed, track, zones, preview, annotate (drawn + encoded; it may let go of the frames), embeddings writer
         stages=with_embed_stages(
-            args, [*_tracker(args), *zone_stages(args), *preview_stages, *annotate_stages(args, inputs)]
+            args, [*trackers, *zone_stages(args), *preview_stages, *annotate_stages(args, inputs)]
         ),
     )
     try:
@@ -285,7 +294,8 @@ def run(args: argparse.Namespace) -> int:
     except SystemExit:
         det_run.close()
         raise
-    outputs = Outputs(spec, det_run, names=det_run.detector.names, events=detect_events(args, det_run, spec))
+    outputs = Outputs(spec, det_run, names=det_run.detector.names, events=detect_events(args, det_run, spec),
+                      resume=setup)
     show = args.progress == "on" or (args.progress == "auto" and not args.quiet and sys.stderr.isatty())
     watch = LiveWatch.from_args(args, det_run)  # --metrics-port; the per-stream table when live
     if hub is not None and watch.metrics is not None:

@@ -21,7 +21,7 @@ from vidpipe.errors import SinkError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["prepare_target", "open_temp", "open_live", "close_live", "commit", "discard", "write_json_atomic"]
+__all__ = ["prepare_target", "open_temp", "open_live", "open_append", "close_live", "commit", "discard", "write_json_atomic"]
 
 
 def prepare_target(path: str | os.PathLike[str]) -> Path:
@@ -78,6 +78,20 @@ def open_live(target: Path) -> IO[Any]:
     """
     try:
         return open(target, "w", encoding="utf-8", newline="", buffering=1 << 20)  # noqa: SIM115
+    except OSError as exc:
+        raise SinkError(f"cannot write output {str(target)!r}: {exc.strerror or exc}") from exc
+
+
+def open_append(target: Path, keep_bytes: int) -> IO[Any]:
+    """Cut ``target`` to its first ``keep_bytes`` bytes and open it to append (UTF-8 text,
+    ``newline=""``): a resumed CSV/JSONL table (:mod:`vidpipe.sinks.resume`).
+
+    Raises:
+        SinkError: the file cannot be cut or opened.
+    """
+    try:
+        os.truncate(target, keep_bytes)
+        return open(target, "a", encoding="utf-8", newline="", buffering=1 << 20)  # noqa: SIM115
     except OSError as exc:
         raise SinkError(f"cannot write output {str(target)!r}: {exc.strerror or exc}") from exc
 

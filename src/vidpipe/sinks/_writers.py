@@ -140,9 +140,10 @@ class CsvWriter(TableWriter):
     are empty fields; ``latency_ms`` has one decimal.
     """
 
-    def __init__(self, fileobj: IO[Any], columns: Sequence[str], **kwargs: Any) -> None:
+    def __init__(self, fileobj: IO[Any], columns: Sequence[str], *, header: bool = True, **kwargs: Any) -> None:
         super().__init__(fileobj, columns, **kwargs)
-        csv.writer(fileobj, lineterminator="\n").writerow(self.columns)
+        if header:  # not when appending to a resumed table
+            csv.writer(fileobj, lineterminator="\n").writerow(self.columns)
 
     def write(self, rows: "HostRows", names_for: NamesFor) -> None:
         p, c, b = PTS_DECIMALS, CONF_DECIMALS, BOX_DECIMALS
@@ -294,6 +295,9 @@ def writer_class(format: str) -> type[TableWriter]:
 
 
 def make_writer(
-    format: str, fileobj: IO[Any], columns: Sequence[str], *, row_group_size: int, source_of: SourceOf = str
+    format: str, fileobj: IO[Any], columns: Sequence[str], *, row_group_size: int, source_of: SourceOf = str,
+    header: bool = True,
 ) -> TableWriter:
-    return _WRITERS[format](fileobj, columns, row_group_size=row_group_size, source_of=source_of)
+    """``header=False``: CSV without its header row (appending to a resumed table)."""
+    extra: dict[str, Any] = {} if format != "csv" else {"header": header}
+    return _WRITERS[format](fileobj, columns, row_group_size=row_group_size, source_of=source_of, **extra)

@@ -34,6 +34,11 @@ says ``"finished": true`` and the run's outcome: ``"status"`` ``"complete"`` (ev
 its end), ``"partial"`` (stopped early, or some input failed or was cut short) or ``"failed"``
 (no frame of any input could be processed), with ``"complete"`` true only for the first. A file
 whose metadata still says ``"running"`` after its writer died is a killed run's partial output.
+
+Resume: the metadata's ``"resume"`` section records the run's options, its inputs and the inputs
+done (``resume=`` here; :meth:`TableSink.mark_done`), so that a killed or interrupted run can be
+continued from the table (:mod:`vidpipe.sinks.resume`); ``keep_bytes`` reopens a CSV/JSONL table
+cut to its first ``keep_bytes`` bytes (header and kept rows) and appends to it.
 """
 
 from __future__ import annotations
@@ -141,6 +146,11 @@ class TableSink(Sink):
         capture_times: add the ``captured_at`` and ``latency_ms`` columns (live sources; files
             and images have no capture time: null).
         extra_metadata: more JSON-safe keys for the metadata (e.g. a rotated file's period).
+        resume: the ``"resume"`` metadata section (:func:`vidpipe.sinks.resume.resume_section`):
+            options, inputs, inputs done; updated by :meth:`mark_done`.
+        keep_bytes: CSV/JSONL: keep the first ``keep_bytes`` bytes of the existing file (its
+            header and the rows kept by :func:`vidpipe.sinks.resume.plan_table`) and append;
+            ``kept_rows`` is the number of rows kept (counted in the metadata's ``rows``).
 
     Raises:
         ConfigError: unknown format or extension, or Parquet to a stream.
@@ -159,6 +169,9 @@ class TableSink(Sink):
         stream: "IO[str] | None" = None,
         capture_times: bool = False,
         extra_metadata: dict[str, Any] | None = None,
+        resume: dict[str, Any] | None = None,
+        keep_bytes: int | None = None,
+        kept_rows: int = 0,
     ) -> None:
         super().__init__()
         self.format = table_format(path, format)
@@ -170,15 +183,18 @@ class TableSink(Sink):
             COLUMNS + ((TRACK_COLUMN,) if self.tracking else ()) + (CAPTURE_COLUMNS if self.capture_times else ())
         )
         self._extra_metadata = dict(extra_metadata or {})
+        if resume is not None:
+            self._extra_metadata["resume"] = resume
         self._source_names: dict[str, str] = {}
         self.frames = 0
-        self.rows = 0
+        self.rows = int(kept_rows)
         self._per_source: dict[str, list[int]] = {}
         self._d2h_copies = 0
         self._d2h_bytes = 0
         self._batches = 0
         self._stream = stream
         self.temp_path: Path | None = None
+        self._appending = keep_bytes is not None
         if stream is not None:
             if self.format not in LIVE_FORMATS:
                 raise ConfigError(f"format={self.format!r} cannot be streamed; use 'csv' or 'jsonl'")
@@ -190,13 +206,18 @@ class TableSink(Sink):
             self.write_metadata = bool(metadata)
             self.path = _atomic.prepare_target(path)
             self.live = self.format in LIVE_FORMATS
-            if self.live:
+            if keep_bytes is not None and not self.live:
+                raise ConfigError(f"keep_bytes: format={self.format!r} cannot be appended to; use 'csv' or 'jsonl'")
+            if keep_bytes is not None:
+                self._file = _atomic.open_append(self.path, keep_bytes)
+            elif self.live:
                 self._file = _atomic.open_live(self.path)
             else:
                 self.temp_path, self._file = _atomic.open_temp(self.path, binary=writer_class(self.format).binary)
         try:
             self._writer = make_writer(
-                self.format, self._file, self.columns, row_group_size=self.row_group_size, source_of=self._source_name
+                self.format, self._file, self.columns, row_group_size=self.row_group_size, source_of=self._source_name,
+                header=keep_bytes is None,
             )
             self._file.flush()
             if self.write_metadata:
@@ -222,6 +243,8 @@ class TableSink(Sink):
             return
         if self.temp_path is not None:
             _atomic.discard(self._file, self.temp_path)
+        elif self._appending:  # a resumed table: its kept rows stay
+            self._file.close()
         else:
             _atomic.discard(self._file, self.path)
 
@@ -275,6 +298,17 @@ class TableSink(Sink):
             entry = self._per_source.setdefault(self._source_name(result.meta.source), [0, 0])
             entry[0] += 1
             entry[1] += count
+
+    def mark_done(self, source: str) -> None:
+        """Record in the metadata that input ``source`` (as in the ``source`` column) is done: read
+        to its end, every row of it written (a resumed run skips it). No-op without ``resume``."""
+        section = self._extra_metadata.get("resume")
+        name = self._source_name(source)
+        if section is None or name in section["done"] or self.closed:
+            return
+        section["done"].append(name)
+        if self.write_metadata:
+            _atomic.write_json_atomic(self.metadata_path, self._running_metadata())
 
     def _running_metadata(self) -> dict[str, Any]:
         return running(self.metadata(None, complete=False), self.temp_path)
