@@ -8,16 +8,18 @@ takes its publishers with it within a moment.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from vidpipe.lifetime.keeper import Keeper
 
-__all__ = ["PublisherProcesses"]
+__all__ = ["PublisherProcesses", "local_streams"]
 
 
 class PublisherProcesses:
@@ -76,3 +78,25 @@ class PublisherProcesses:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def local_streams(clip: str | os.PathLike, count: int, *, nginx_root: str | os.PathLike | None = None,
+                  per_process: int = 8, settle_s: float = 2.0) -> Iterator[list[str]]:
+    """``count`` live RTMP streams of ``clip`` (paced, looped) on a real nginx-rtmp server on
+    loopback (:class:`~vidpipe.bench.rtmp_server.RtmpServer`); yields their URLs once the
+    publishers had ``settle_s`` seconds to connect. Server and publishers stop on exit, and die
+    with this process.
+
+    Raises:
+        FileNotFoundError: no nginx with the RTMP module (the message says what to install).
+    """
+    from vidpipe.bench.rtmp_server import RtmpServer
+
+    with RtmpServer(root=nginx_root) as server:
+        urls = [server.url(f"cam{i}") for i in range(count)]
+        with PublisherProcesses(clip, urls, per_process=per_process) as pubs:
+            time.sleep(settle_s)
+            if pubs.exited():
+                raise RuntimeError(f"a publisher process exited (codes {pubs.exited()}); see its messages above")
+            yield urls
