@@ -146,7 +146,8 @@ class Keeper:
                 return
             self._closed = True
             fds, self._watch, self._lifeline = (self._watch, self._lifeline), None, None
-            if self._thread is not None:
+            thread = self._thread
+            if thread is not None:
                 self._jobs.put(None)
         for fd in fds:
             if fd is not None:
@@ -154,6 +155,8 @@ class Keeper:
                     os.close(fd)
                 except OSError:
                     pass
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5.0)  # gone when close returns (the leak tests count threads)
 
     def forget(self) -> None:
         """In a process forked from the keeper's: close the inherited lifeline (a copy kept here
