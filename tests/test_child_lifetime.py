@@ -162,3 +162,25 @@ def test_keeper_children_outlive_the_thread_that_asked_and_end_with_the_keeper()
         if procs and procs[0].poll() is None:
             procs[0].kill()
             procs[0].wait()
+
+
+def test_folders_of_killed_runs_are_removed_by_the_next_one(tmp_path, monkeypatch):
+    """A bench killed with ``kill -9`` leaves its media folder; the next bench removes it, and
+    never a folder of a process that still runs."""
+    import subprocess
+    import tempfile
+
+    from vidpipe.bench.workdir import media_folder
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = tmp_path / f"vidpipe-bench-{gone.pid}-abc123"
+    alive = tmp_path / f"vidpipe-bench-{os.getppid()}-def456"
+    other = tmp_path / "vidpipe-bench-annotate-x1"
+    for d in (stale, alive, other):
+        (d / "clip.mp4").parent.mkdir()
+        (d / "clip.mp4").write_bytes(b"x")
+    with media_folder() as work:
+        assert work.name.startswith(f"vidpipe-bench-{os.getpid()}-")
+    assert not stale.exists() and alive.is_dir() and other.is_dir() and not work.exists()

@@ -8,9 +8,9 @@ group, with its configuration, logs and pid file in a private folder, and is kil
 It dies with this process, by whatever signal this process dies (``kill -9`` included): nginx runs
 as one process (``master_process off``: a master's workers would outlive a killed master) started
 by a keeper thread with a parent-death ``SIGKILL`` (:mod:`vidpipe.lifetime.keeper`). The private
-folder is named after this process (``vidpipe-rtmp-<pid>-*``); a server started later removes the
-folders of processes that no longer run, so a killed run leaves nothing for long and a new one
-never collides with it (each server also takes a free port).
+folder is named after this process (``vidpipe-rtmp-<pid>-*``, :mod:`vidpipe.lifetime.folders`); a
+server started later removes the folders of processes that no longer run, so a killed run leaves
+nothing for long and a new one never collides with it (each server also takes a free port).
 """
 
 from __future__ import annotations
@@ -20,16 +20,15 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
+from vidpipe.lifetime.folders import private_folder
 from vidpipe.lifetime.keeper import Keeper
 
-__all__ = ["RtmpServer", "find_nginx", "remove_stale_folders"]
+__all__ = ["RtmpServer", "find_nginx"]
 
 _MODULE = "ngx_rtmp_module.so"
-_PREFIX = "vidpipe-rtmp-"
 
 
 def find_nginx(root: str | os.PathLike | None = None) -> tuple[Path, Path]:
@@ -52,28 +51,6 @@ def find_nginx(root: str | os.PathLike | None = None) -> tuple[Path, Path]:
     return binary, modules[0]
 
 
-def remove_stale_folders() -> int:
-    """Remove the private folders (``vidpipe-rtmp-<pid>-*`` in the temporary folder) of servers
-    whose process no longer runs (killed with ``kill -9``: nothing could clean up); how many."""
-    n = 0
-    for path in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*-*"):
-        owner = path.name[len(_PREFIX):].split("-", 1)[0]
-        if owner.isdigit() and int(owner) != os.getpid() and not _runs(int(owner)) and path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-            n += 1
-    return n
-
-
-def _runs(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -90,8 +67,7 @@ class RtmpServer:
         self.binary, self.module = find_nginx(root)
         self.root = Path(root) if root is not None else None
         self.port = port or _free_port()
-        remove_stale_folders()
-        self._dir = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
+        self._dir = private_folder("rtmp")  # removes those of killed runs
         self._proc: subprocess.Popen | None = None
         self._keeper: Keeper | None = None
 
