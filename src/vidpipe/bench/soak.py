@@ -240,6 +240,8 @@ def run_soak_bench(
 
     from vidpipe.bench.realclip import bundled_street_clip
 
+    _check_options(options or {})
+
     sources = [os.fspath(s) for s in inputs] if inputs else [str(bundled_street_clip())]
     with contextlib.ExitStack() as stack:
         described = sources
@@ -258,6 +260,23 @@ def run_soak_bench(
         return _soak(sources, described, minutes=minutes, interval=interval, settle=settle, device=device,
                      model=model, batch_size=batch_size, out_dir=out_dir, options=dict(options or {}),
                      stop=stop or threading.Event(), on_sample=on_sample)
+
+
+def _check_options(options: Mapping[str, Any]) -> None:
+    """``options`` are arguments of :func:`vidpipe.detect` (its own or the pipeline's)."""
+    import dataclasses
+    import inspect
+
+    import vidpipe
+    from vidpipe.errors import ConfigError
+    from vidpipe.pipeline_config import PipelineConfig
+
+    known = set(inspect.signature(vidpipe.detect).parameters) | {f.name for f in dataclasses.fields(PipelineConfig)}
+    known -= {"source", "model", "batch_size", "device", "pipeline_options"}  # set by the soak
+    bad = sorted(set(options) - known)
+    if bad:
+        raise ConfigError(f"options: {', '.join(bad)} not an argument of vidpipe.detect the soak can pass "
+                          f"(known: {', '.join(sorted(known))})")
 
 
 def _soak(sources: list[str], described: list[str], *, minutes: float, interval: float, settle: float,

@@ -7,11 +7,19 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = ["add_soak_parser", "run_soak"]
 
 CMD = "vidpipe bench soak"
+
+
+def _user_error(message: str) -> NoReturn:
+    """Print ``vidpipe bench soak: error: message`` and exit with the user-error code (2)."""
+    from vidpipe.cli import EXIT_USER
+
+    print(f"{CMD}: error: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_USER)
 
 
 def _option(text: str) -> tuple[str, Any]:
@@ -77,17 +85,18 @@ def run_soak(args: argparse.Namespace) -> int:
 
     from vidpipe.bench.soak import SoakResult, run_soak_bench
     from vidpipe.cli._signals import StopOnSignal
+    from vidpipe.errors import ConfigError
 
     if args.minutes <= 0 or args.interval <= 0 or args.settle < 0:
-        raise SystemExit(f"{CMD}: error: --minutes and --interval must be positive, --settle >= 0")
+        _user_error("--minutes and --interval must be positive, --settle >= 0")
     if args.batch_size < 1:
-        raise SystemExit(f"{CMD}: error: --batch-size must be at least 1")
+        _user_error("--batch-size must be at least 1")
     if args.streams and len(args.inputs) > 1:
-        raise SystemExit(f"{CMD}: error: --streams publishes one clip; got {len(args.inputs)} inputs")
+        _user_error(f"--streams publishes one clip; got {len(args.inputs)} inputs")
     signalled = None
     if args.from_samples is not None:
         if not Path(args.from_samples).is_file():
-            raise SystemExit(f"{CMD}: error: --from-samples: no such file: {args.from_samples}")
+            _user_error(f"--from-samples: no such file: {args.from_samples}")
         result = SoakResult.from_samples(args.from_samples)
     else:
         stop = threading.Event()
@@ -108,9 +117,13 @@ def run_soak(args: argparse.Namespace) -> int:
                     work_dir=args.cache_dir, out_dir=args.out, options=dict(args.option), stop=stop,
                     on_sample=show,
                 )
+            except ConfigError as exc:
+                if str(exc).startswith("options:"):
+                    _user_error(f"--option: {str(exc).removeprefix('options: ')}")
+                raise
             except FileNotFoundError as exc:
                 if args.streams and ("nginx" in str(exc) or "rtmp" in str(exc).lower()):
-                    raise SystemExit(f"{CMD}: error: --streams: {exc}") from None
+                    _user_error(f"--streams: {exc}")
                 raise
     paths = result.write(Path(args.out), "bench_soak")
     print(result.markdown())

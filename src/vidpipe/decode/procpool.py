@@ -93,6 +93,8 @@ class DecoderProcessPool:
         sends the parent-death signal when the thread that started a child ends (this one: when
         the pool is closed or the process dies), not the thread that asked for the pool (a
         decode thread of a pipeline that may end long before)."""
+        from multiprocessing.connection import Connection
+
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         if logger.isEnabledFor(logging.DEBUG):
             env["VIDPIPE_PROC_LOG"] = "DEBUG"
@@ -109,8 +111,6 @@ class DecoderProcessPool:
                 raise
             finally:
                 theirs.close()
-            from multiprocessing.connection import Connection
-
             self.conns.append(Connection(mine.detach()))
             self.alive.append(True)
             self._send_locks.append(threading.Lock())
