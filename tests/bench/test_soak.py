@@ -103,3 +103,30 @@ def test_soak_gpu_memory_numbers_agree_with_each_other():
     assert gm.process_source in ("nvml", "nvidia-smi")
     assert gm.reserved_mib <= gm.process_mib <= gm.device_used_mib + 1
     del held
+
+
+def test_soak_cli_errors_and_report_from_samples(tmp_path):
+    """``--option`` takes only ``vidpipe.detect`` arguments (exit 2, the flag named);
+    ``--from-samples`` makes the report of an earlier run's samples without running anything."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "vidpipe", "bench", "soak", *args], capture_output=True,
+                              text=True, env=env, timeout=120)  # fmt: skip
+
+    bad = cli("--option", "bogus=1", "--out", str(tmp_path / "bad"))
+    assert bad.returncode == 2 and "vidpipe bench soak: error: --option: bogus" in bad.stderr
+    rows = [{"minutes": 0.5 * i, "runs": i, "frames": 10 * i, "fps": 5.0, "rss_mib": 1000.0 + i, "anon_mib": 500.0,
+             "threads": 3, "tasks": 9, "fds": 20, "children": 0} for i in range(5)]  # fmt: skip
+    samples = tmp_path / "bench_soak.jsonl"
+    samples.write_text("\n".join(json.dumps(x) for x in [{"meta": {"settle": 1.0, "cuda": False, "machine":
+                       {"minutes": 5}}}, *({"row": r} for r in rows)]) + "\n")  # fmt: skip
+    done = cli("--from-samples", str(samples), "--out", str(tmp_path / "report"))
+    assert done.returncode == 0, done.stderr
+    assert "host RSS and GPU memory within 2% of their value after 1 min (every sample): yes" in done.stdout
+    assert "interrupted" in done.stdout
+    assert {p.name for p in (tmp_path / "report").iterdir()} == {"bench_soak.md", "bench_soak.json", "bench_soak.png",
+                                                                 "bench_soak_fps.png"}
