@@ -11,23 +11,23 @@ file named like PyTorch's CUDA IPC reference-count files (``/dev/shm/torch_<pid>
 children must remove it when the parent died, and leave it when the parent lived and closed
 the pool.
 
-Processes are found through ``/proc`` (Linux): a child is ``(pid, start time)``, so a reused pid
-never counts; a zombie (exited, not yet reaped by whoever adopted it) counts as gone.
+Processes are found through ``/proc`` (Linux, tests/proctrack.py): a child is ``(pid, start
+time)``, so a reused pid never counts; a zombie (exited, not yet reaped by whoever adopted it)
+counts as gone.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
 import torch
+from proctrack import ParentScript, fd_targets, named_files, running, stat, wait_gone
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")
 
@@ -67,84 +67,6 @@ time.sleep(600)
 """
 
 
-def _stat(pid: int) -> list[bytes] | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return None
-
-
-def children(parent: int) -> list[tuple[int, int]]:
-    """``(pid, start time)`` of the live decoder processes whose parent is ``parent``."""
-    out = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            st = _stat(int(name))
-            if st is not None and int(st[1]) == parent and st[0] not in (b"Z", b"X") and _is_worker(int(name)):
-                out.append((int(name), int(st[19])))
-    return out
-
-
-def _is_worker(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"vidpipe.decode.procworker" in f.read()
-    except OSError:
-        return False
-
-
-def running(proc: tuple[int, int]) -> bool:
-    """Whether the process ``(pid, start time)`` still runs (a zombie does not)."""
-    st = _stat(proc[0])
-    return st is not None and int(st[19]) == proc[1] and st[0] not in (b"Z", b"X")
-
-
-def named_files(pid: int) -> set[str]:
-    """Files with a name in shared memory or the temporary folder that ``pid`` maps or holds
-    open, and the paths of its bound Unix sockets."""
-    roots = ("/dev/shm/", tempfile.gettempdir().rstrip("/") + "/")
-    out: set[str] = set()
-    try:
-        with open(f"/proc/{pid}/maps") as f:
-            for line in f:
-                parts = line.split(None, 5)
-                if len(parts) == 6:
-                    out.add(parts[5].strip().removesuffix(" (deleted)"))
-    except OSError:
-        pass
-    inodes = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                inodes.add(target[8:-1])
-            else:
-                out.add(target.removesuffix(" (deleted)"))
-    except OSError:
-        pass
-    with open("/proc/net/unix") as f:
-        next(f)
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 8 and parts[6] in inodes:
-                out.add(parts[7])
-    return {p for p in out if p.startswith(roots) or p.startswith("@")}
-
-
-def _fd_targets(pid: int) -> set[str]:
-    out = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            out.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
-        except OSError:
-            pass
-    return out
-
-
 def _lifeline(child: int) -> str:
     """The pipe a decoder process watches (``pipe:[inode]``)."""
     with open(f"/proc/{child}/environ", "rb") as f:
@@ -157,60 +79,15 @@ def memfd_mapped(pid: int) -> bool:
         return "/memfd:vidpipe-ring" in f.read()
 
 
-class Parent:
+def start_parent(mode: str, kind: str, path: Path) -> ParentScript:
     """The parent script, started in ``mode`` with decoder children of ``kind``."""
-
-    def __init__(self, mode: str, kind: str, path: Path) -> None:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", SCRIPT, mode, kind, str(path)], env=env, text=True,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            self.lines.append(line.strip())
-
-    def wait_for(self, word: str, *, children_up: int = 0) -> list[tuple[int, int]]:
-        """Wait until the script printed ``word`` (and ``children_up`` children run); its children."""
-        deadline = time.monotonic() + READY_S
-        while time.monotonic() < deadline:
-            kids = children(self.proc.pid)
-            if any(line.startswith(word) for line in self.lines) and len(kids) >= children_up:
-                return kids
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.01)
-        self.proc.kill()
-        pytest.fail(f"the parent did not get to {word!r}: {self.proc.wait()} {self.proc.stderr.read()[-3000:]}")
-
-    def kill(self, sig: int) -> float:
-        """Send ``sig``; the time it was sent (``time.monotonic()``)."""
-        t0 = time.monotonic()
-        os.kill(self.proc.pid, sig)
-        self.proc.wait(timeout=30)
-        return t0
-
-
-def wait_gone(kids: list[tuple[int, int]], t0: float, limit: float) -> float:
-    """Seconds from ``t0`` until every process of ``kids`` is gone (fails ``limit`` + 5 s after)."""
-    while time.monotonic() - t0 < limit + 5:
-        if not any(running(k) for k in kids):
-            return time.monotonic() - t0
-        time.sleep(0.01)
-    left = [k[0] for k in kids if running(k)]
-    for pid in left:  # don't leave them behind for the next test
-        os.kill(pid, signal.SIGKILL)
-    pytest.fail(f"decoder processes {left} still ran {limit + 5:.0f} s after their parent died")
+    return ParentScript(SCRIPT, mode, kind, str(path), match=b"vidpipe.decode.procworker", ready_s=READY_S)
 
 
 def trial(mode: str, kind: str, path: Path, sig: int | None) -> float:
     """One parent run stopped by ``sig`` (``None``: a normal exit); seconds its children took
     to go."""
-    parent = Parent(mode, kind, path)
+    parent = start_parent(mode, kind, path)
     try:
         if mode == "start":  # kill as soon as both children run, before they said hello
             kids = parent.wait_for("starting", children_up=2)
@@ -227,10 +104,10 @@ def trial(mode: str, kind: str, path: Path, sig: int | None) -> float:
             names = set().union(*(named_files(p) for p in pids))
         if mode == "fork":
             forked = int(next(line for line in parent.lines if line.startswith("forked")).split()[1])
-            assert running((forked, int(_stat(forked)[19])))
+            assert running((forked, int(stat(forked)[19])))
             lifeline = _lifeline(kids[0][0])
-            assert lifeline in _fd_targets(parent.proc.pid)  # the parent holds the write end
-            assert lifeline not in _fd_targets(forked), "the forked copy kept the lifeline open"
+            assert lifeline in fd_targets(parent.proc.pid)  # the parent holds the write end
+            assert lifeline not in fd_targets(forked), "the forked copy kept the lifeline open"
         if sig is None:
             parent.proc.stdin.write("\n")
             parent.proc.stdin.flush()
@@ -238,9 +115,9 @@ def trial(mode: str, kind: str, path: Path, sig: int | None) -> float:
             t0 = time.monotonic()
         else:
             t0 = parent.kill(sig)
-        took = wait_gone(kids, t0, GONE_S[kind])
+        took = wait_gone(kids, t0, GONE_S[kind], "decoder processes")
         if mode == "fork":
-            assert running((forked, int(_stat(forked)[19])))  # the copy lives on; the children did not wait
+            assert running((forked, int(stat(forked)[19])))  # the copy lives on; the children did not wait
             os.kill(forked, signal.SIGKILL)
         assert took <= GONE_S[kind], f"decoder processes took {took:.2f} s to go after their parent died"
         left = sorted(n for n in names - {str(path)} if not n.startswith("@") and os.path.exists(n))

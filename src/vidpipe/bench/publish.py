@@ -9,6 +9,10 @@ goes away is reopened after a second (as a real encoder would).
 Run as a program it publishes until SIGTERM or Ctrl-C::
 
     python -m vidpipe.bench.publish clip.mp4 rtmp://127.0.0.1:1935/live/cam0 rtmp://.../cam1
+
+Started by :class:`~vidpipe.bench.publishers.PublisherProcesses`, it also ends when its parent
+dies, by any signal (:mod:`vidpipe.lifetime.child`); then SIGTERM and Ctrl-C are the parent's to
+give (SIGTERM ends it, Ctrl-C at a terminal is ignored).
 """
 
 from __future__ import annotations
@@ -122,11 +126,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(args) < 2:
         print("usage: python -m vidpipe.bench.publish CLIP URL [URL ...]", file=sys.stderr)
         return 2
+    from vidpipe.lifetime.child import watch_from_env
+
+    # first, before any thread: a keeper's child ends with its parent (SIGTERM too: see there)
+    watched = watch_from_env() is not None
     logging.basicConfig(level=logging.WARNING, format="publish: %(message)s")
     pub = publish(args[0], args[1:])
-    stop = lambda *_: pub._stop.set()  # noqa: E731
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    if not watched:
+        stop = lambda *_: pub._stop.set()  # noqa: E731
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
     print("publishing", len(args) - 1, "streams", flush=True)
     pub.wait()
     pub.stop()

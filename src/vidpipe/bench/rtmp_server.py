@@ -4,6 +4,13 @@ Uses the system's ``nginx`` and ``ngx_rtmp_module.so`` (Debian: ``nginx``,
 ``libnginx-mod-rtmp``), or a tree unpacked from those ``.deb`` files with ``dpkg -x`` (``root=``),
 for machines without a package manager. The server runs in the foreground of its own process
 group, with its configuration, logs and pid file in a private folder, and is killed with it.
+
+It dies with this process, by whatever signal this process dies (``kill -9`` included): nginx runs
+as one process (``master_process off``: a master's workers would outlive a killed master) started
+by a keeper thread with a parent-death ``SIGKILL`` (:mod:`vidpipe.lifetime.keeper`). The private
+folder is named after this process (``vidpipe-rtmp-<pid>-*``, :mod:`vidpipe.lifetime.folders`); a
+server started later removes the folders of processes that no longer run, so a killed run leaves
+nothing for long and a new one never collides with it (each server also takes a free port).
 """
 
 from __future__ import annotations
@@ -13,9 +20,11 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from pathlib import Path
+
+from vidpipe.lifetime.folders import private_folder
+from vidpipe.lifetime.keeper import Keeper
 
 __all__ = ["RtmpServer", "find_nginx"]
 
@@ -54,13 +63,13 @@ class RtmpServer:
     ``url(name)`` is where a stream is published and played: ``rtmp://127.0.0.1:PORT/live/NAME``.
     """
 
-    def __init__(self, *, port: int | None = None, root: str | os.PathLike | None = None, workers: int = 1) -> None:
+    def __init__(self, *, port: int | None = None, root: str | os.PathLike | None = None) -> None:
         self.binary, self.module = find_nginx(root)
         self.root = Path(root) if root is not None else None
         self.port = port or _free_port()
-        self.workers = workers
-        self._dir = Path(tempfile.mkdtemp(prefix="vidpipe-rtmp-"))
+        self._dir = private_folder("rtmp")  # removes those of killed runs
         self._proc: subprocess.Popen | None = None
+        self._keeper: Keeper | None = None
 
     def url(self, name: str) -> str:
         return f"rtmp://127.0.0.1:{self.port}/live/{name}"
@@ -70,7 +79,7 @@ class RtmpServer:
         conf = d / "nginx.conf"
         conf.write_text(
             f"load_module {self.module};\n"
-            f"worker_processes {self.workers};\n"
+            "master_process off;\n"  # one process: it gets the parent-death signal (workers would not)
             "daemon off;\n"
             f"pid {d / 'nginx.pid'};\n"
             f"error_log {d / 'error.log'} warn;\n"
@@ -92,9 +101,10 @@ class RtmpServer:
             if libs:
                 env["LD_LIBRARY_PATH"] = ":".join([*libs, env.get("LD_LIBRARY_PATH", "")])
         conf = self._config()
-        self._proc = subprocess.Popen(
+        self._keeper = Keeper("vidpipe-rtmp-keeper")
+        self._proc = self._keeper.popen(
             [str(self.binary), "-p", str(self._dir), "-e", str(self._dir / "error.log"), "-c", str(conf)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True,
+            python=False, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -110,17 +120,24 @@ class RtmpServer:
         self.stop()
         raise TimeoutError(f"nginx did not listen on 127.0.0.1:{self.port} within {timeout} s")
 
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs."""
+        return None if self._proc is None else self._proc.pid
+
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=5)
-        if proc.stderr:
-            proc.stderr.close()
+        keeper, self._keeper = self._keeper, None
+        if proc is not None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=5)
+            if proc.stderr:
+                proc.stderr.close()
+        if keeper is not None:
+            keeper.close()
 
     def close(self) -> None:
         self.stop()

@@ -24,8 +24,6 @@ import logging
 import math
 import os
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -91,30 +89,6 @@ def _percentile(values: Sequence[float], q: float) -> float | None:
     s = sorted(values)
     k = min(len(s) - 1, max(0, math.ceil(q / 100 * len(s)) - 1))
     return s[k]
-
-
-def _start_publishers(clip: Path, urls: Sequence[str], per_process: int) -> list[subprocess.Popen]:
-    procs = []
-    env = dict(os.environ)
-    for i in range(0, len(urls), per_process):
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "vidpipe.bench.publish", str(clip), *urls[i : i + per_process]],
-                stdout=subprocess.DEVNULL, env=env, start_new_session=True,
-            )
-        )
-    return procs
-
-
-def _stop_publishers(procs: Sequence[subprocess.Popen]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            p.kill()
 
 
 def _machine_busy_s() -> float:
@@ -225,6 +199,7 @@ def run_streams_bench(
 ) -> StreamsBenchResult:
     """Measure each stream count in ``streams`` (ascending) and return the report rows."""
     from vidpipe.api import build_detector
+    from vidpipe.bench.publishers import PublisherProcesses
     from vidpipe.bench.realclip import build_real_clip
     from vidpipe.bench.rtmp_server import RtmpServer
     from vidpipe.bench.workdir import media_folder
@@ -238,7 +213,7 @@ def run_streams_bench(
         rows: list[dict] = []
         with RtmpServer(root=nginx_root) as server:
             urls = [server.url(f"cam{i}") for i in range(counts[-1])]
-            pubs = _start_publishers(path, urls, per_process)
+            pubs = PublisherProcesses(path, urls, per_process=per_process).start()
             try:
                 time.sleep(2.0)  # publishers connect and send their first keyframe
                 for n in counts:
@@ -250,10 +225,10 @@ def run_streams_bench(
                     row["batch_size"] = bs
                     rows.append(row)
                     logger.info("bench streams: %s", row)
-                    if any(p.poll() is not None for p in pubs):
+                    if pubs.exited():
                         raise RuntimeError("a publisher process exited; see its messages above")
             finally:
-                _stop_publishers(pubs)
+                pubs.stop()
         held = [r["streams"] for r in rows if r.get("realtime")]
         inputs = [{"name": path.name, "path": str(path),
                    "describe": f"{width}x{height} {fps} fps H.264 (real street footage, looped), published to "

@@ -5,6 +5,8 @@ Generated clips and JPEG sets are large (a 1080p H.264 clip of 6,000 frames is a
 even on an error or Ctrl-C, so nothing is left behind unasked. To keep them for the next run
 (generating 1080p media takes minutes), name a cache folder (``--cache-dir`` on the CLI,
 ``work_dir=`` in Python): the media is reused from there and the log says how much it holds.
+A bench killed with ``kill -9`` cannot remove its temporary folder; the next bench does
+(:mod:`vidpipe.lifetime.folders`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from vidpipe.lifetime.folders import private_folder
 
 __all__ = ["media_folder", "folder_bytes", "LEGACY_FOLDER"]
 
@@ -56,7 +60,7 @@ def media_folder(cache_dir: str | os.PathLike | None = None, *, needed: bool = T
     if LEGACY_FOLDER.is_dir():
         logger.warning("an earlier vidpipe bench left %.0f MB of generated media in %s; delete it to free the space",
                        folder_bytes(LEGACY_FOLDER) / 1e6, LEGACY_FOLDER)  # fmt: skip
-    folder = Path(tempfile.mkdtemp(prefix="vidpipe-bench-"))
+    folder = private_folder("bench")  # named after this process: removed by the next bench if we are killed
     try:
         yield folder
     finally:

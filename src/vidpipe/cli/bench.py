@@ -98,19 +98,9 @@ def add_parser(sub, common) -> None:
     s.add_argument("--cache-dir", metavar="DIR", default=None, help=CACHE_HELP)
     s.set_defaults(func=run_streams)
 
-    k = kinds.add_parser("soak", parents=[common],
-                         help="a long run: host and GPU memory, threads, descriptors and fps over time")
-    k.add_argument("inputs", nargs="*", metavar="INPUT",
-                   help="files (run again and again) or stream URLs (one run); default: the bundled street clip")
-    k.add_argument("--minutes", type=float, default=5.0, help="how long to run (default: %(default)s)")
-    k.add_argument("--interval", type=float, default=10.0, help="seconds between samples (default: %(default)s)")
-    k.add_argument("--settle", type=float, default=1.0,
-                   help="minutes of warm-up before the baseline sample (default: %(default)s)")
-    k.add_argument("--device", default="auto")
-    k.add_argument("--model", default="yolov3-tiny")
-    k.add_argument("--batch-size", type=_positive_int, default=32)
-    k.add_argument("--out", default="bench-out", help="folder for the report (default: %(default)s)")
-    k.set_defaults(func=run_soak, cache_dir=None)
+    from vidpipe.cli._soak_args import add_soak_parser
+
+    add_soak_parser(kinds, common)
 
     from vidpipe.cli._track_args import add_bench_track_parser
 
@@ -210,23 +200,3 @@ def run_streams(args: argparse.Namespace) -> int:
         work_dir=args.cache_dir,
     )
     return _show(result, args, "bench_streams")
-
-
-def run_soak(args: argparse.Namespace) -> int:
-    from vidpipe.bench.soak import run_soak_bench
-
-    if args.minutes <= 0 or args.interval <= 0 or args.settle < 0:
-        raise SystemExit("vidpipe bench soak: error: --minutes and --interval must be positive, --settle >= 0")
-    result = run_soak_bench(
-        args.inputs or None,
-        minutes=args.minutes,
-        interval=args.interval,
-        settle=args.settle,
-        device=args.device,
-        model=args.model,
-        batch_size=args.batch_size,
-    )
-    code = _show(result, args, "bench_soak")
-    for key, value in result.targets.items():
-        print(f"{key}: {value}")
-    return code

@@ -18,8 +18,8 @@ Nothing of a pool has a name another run could collide with or that a killed par
 behind: each child talks over its own socket pair (inherited, no socket file), the CPU ring is
 an anonymous shared-memory file whose descriptor travels over that socket
 (:mod:`vidpipe.decode.procring`), and the children exit when the parent closes the pool, exits
-or dies by any signal (:mod:`vidpipe.decode.proclife`: a pipe they watch and a parent-death
-signal).
+or dies by any signal (:mod:`vidpipe.lifetime`: a pipe they watch and a parent-death
+signal; :mod:`vidpipe.decode.proclife`: what they clean up).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from vidpipe.decode.procring import Ring, send_fds
 from vidpipe.errors import DecodeError
+from vidpipe.lifetime.keeper import Keeper
 
 if TYPE_CHECKING:
     import torch
@@ -76,8 +77,7 @@ class DecoderProcessPool:
         self._ring_ids = 0
         self._warm: set[tuple] = set()
         self.broken = False
-        self._lifeline: int | None = None  # write end of the pipe the children watch
-        self._closed = threading.Event()
+        self._keeper = Keeper("vidpipe-procs")  # starts the children; holds the pipe they watch
         t0 = time.perf_counter()
         try:
             self._start(processes)
@@ -89,54 +89,31 @@ class DecoderProcessPool:
         logger.info("%d decoder processes for %s started in %.1f s", processes, device, self.start_s)
 
     def _start(self, n: int) -> None:
-        """Start ``n`` children from a thread that lives as long as the pool: Linux sends the
-        parent-death signal when the thread that started a child ends (this one: when the pool
-        is closed or the process dies), not the thread that asked for the pool (a decode thread
-        of a pipeline that may end long before)."""
-        started = threading.Event()
-        error: list[BaseException] = []
-
-        def keeper() -> None:
-            try:
-                self._spawn(n)
-            except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
-                error.append(exc)
-            finally:
-                started.set()
-            self._closed.wait()
-
-        threading.Thread(target=keeper, name="vidpipe-procs", daemon=True).start()
-        started.wait()
-        if error:
-            raise error[0]
-
-    def _spawn(self, n: int) -> None:
+        """Start ``n`` children from the keeper's thread, which lives as long as the pool: Linux
+        sends the parent-death signal when the thread that started a child ends (this one: when
+        the pool is closed or the process dies), not the thread that asked for the pool (a
+        decode thread of a pipeline that may end long before)."""
         from multiprocessing.connection import Connection
 
-        watch, self._lifeline = os.pipe()  # both ends close-on-exec: only passed where named
-        try:
-            env = dict(os.environ, VIDPIPE_PROC_PARENT=str(os.getpid()), VIDPIPE_PROC_WATCH=str(watch),
-                       PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # fmt: skip
-            if logger.isEnabledFor(logging.DEBUG):
-                env["VIDPIPE_PROC_LOG"] = "DEBUG"
-            for _ in range(n):
-                mine, theirs = socket.socketpair()
-                try:
-                    env["VIDPIPE_PROC_FD"] = str(theirs.fileno())
-                    self.procs.append(subprocess.Popen(
-                        [sys.executable, "-m", "vidpipe.decode.procworker"], env=env, stdin=subprocess.DEVNULL,
-                        pass_fds=(theirs.fileno(), watch),
-                    ))  # fmt: skip
-                except BaseException:
-                    mine.close()
-                    raise
-                finally:
-                    theirs.close()
-                self.conns.append(Connection(mine.detach()))
-                self.alive.append(True)
-                self._send_locks.append(threading.Lock())
-        finally:
-            os.close(watch)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        if logger.isEnabledFor(logging.DEBUG):
+            env["VIDPIPE_PROC_LOG"] = "DEBUG"
+        for _ in range(n):
+            mine, theirs = socket.socketpair()
+            try:
+                env["VIDPIPE_PROC_FD"] = str(theirs.fileno())
+                self.procs.append(self._keeper.popen(
+                    [sys.executable, "-m", "vidpipe.decode.procworker"], python=True, env=env,
+                    stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),),
+                ))  # fmt: skip
+            except BaseException:
+                mine.close()
+                raise
+            finally:
+                theirs.close()
+            self.conns.append(Connection(mine.detach()))
+            self.alive.append(True)
+            self._send_locks.append(threading.Lock())
 
     def _hello(self) -> None:
         """Wait until every child has started (imported PyTorch) and said hello."""
@@ -252,10 +229,7 @@ class DecoderProcessPool:
                 p.wait(timeout=5)
         self.alive = [False] * len(self.alive)
         self.procs = []
-        if self._lifeline is not None:
-            os.close(self._lifeline)
-            self._lifeline = None
-        self._closed.set()  # the keeper thread ends
+        self._keeper.close()  # the lifeline closes; the keeper's thread ends
 
 
 def get_pool(device: "torch.device", processes: int | None, *, start: bool) -> DecoderProcessPool | None:
@@ -302,12 +276,7 @@ def _forget_pools() -> None:
                 conn.close()
             except OSError:
                 pass
-        if pool._lifeline is not None:
-            try:
-                os.close(pool._lifeline)
-            except OSError:
-                pass
-            pool._lifeline = None
+        pool._keeper.forget()
         pool.procs = []
         pool.alive = [False] * len(pool.alive)
     _pools.clear()

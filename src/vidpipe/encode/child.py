@@ -14,6 +14,11 @@ object per line: ``{"ok": true, ...}`` once the target is open, ``{"error": ...,
 when something failed (then the process exits 1), ``{"report": {...}}`` at the end. End of stdin
 without kind 1 (the parent died) finishes the file with what arrived and exits. The process never
 imports torch.
+
+Lifetime: the process also watches its parent (:mod:`vidpipe.lifetime.child`: the keeper's
+lifeline and a parent-death signal), so it ends within a moment of the parent's death by any
+signal even when a copy of its stdin's write end lives on in a process the parent forked: it then
+finishes the file with the frames it has (the MP4 stays playable) and exits.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import json
 import math
 import struct
 import sys
+import threading
 from typing import Any, BinaryIO
 
 HEADER = struct.Struct("<dII")
@@ -31,8 +37,32 @@ __all__ = ["HEADER", "FRAME", "END", "main"]
 
 
 def _say(out: BinaryIO, message: dict[str, Any]) -> None:
-    out.write(json.dumps(message).encode() + b"\n")
-    out.flush()
+    try:
+        out.write(json.dumps(message).encode() + b"\n")
+        out.flush()
+    except (BrokenPipeError, ValueError):  # the parent is gone (or closed its end): no one to tell
+        pass
+
+
+class _Finish:
+    """The writer and who finished it: the main thread (end of the video, end of stdin, an
+    error) or the watch of the parent (its death), whichever comes first; the lock keeps a
+    frame's ``write`` and the finishing apart."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.writer: Any = None
+        self.done = False
+
+    def on_parent_gone(self, dead: bool) -> None:
+        """The parent died (or closed the lifeline): finish the file with what arrived."""
+        with self.lock:
+            if self.writer is not None and not self.done:
+                self.done = True
+                try:
+                    self.writer.close()
+                except BaseException:  # noqa: BLE001 - no one is left to tell
+                    pass
 
 
 def _read_exact(inp: BinaryIO, view: memoryview) -> bool:
@@ -54,6 +84,11 @@ def _fail(out: BinaryIO, exc: BaseException) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from vidpipe.lifetime.child import watch_from_env
+
+    finish = _Finish()
+    watch_from_env(on_gone=finish.on_parent_gone)  # first, before the codecs' threads start
+
     import numpy as np
 
     from vidpipe.encode.writer import VideoWriter
@@ -67,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
                              queue_frames=spec.get("queue_frames", 8), timeout_s=spec.get("timeout_s", 10.0))
     except BaseException as exc:  # noqa: BLE001 - told to the parent, which raises it
         return _fail(out, exc)
+    with finish.lock:
+        finish.writer = writer
     _say(out, {"ok": True, "matrix": writer.matrix})
     shape = (writer.enc_height * 3 // 2, writer.enc_width)
     header = bytearray(HEADER.size)
@@ -78,10 +115,18 @@ def main(argv: list[str] | None = None) -> int:
             if kind == END:
                 break
             planes = np.empty(shape, dtype=np.uint8)
-            if nbytes != planes.nbytes or not _read_exact(inp, memoryview(planes).cast("B")):
+            if nbytes != planes.nbytes:
                 raise ValueError(f"frame of {nbytes} bytes, expected {planes.nbytes}")
-            writer.write_yuv420(planes, pts=None if math.isnan(pts) else pts)
-        writer.close()
+            if not _read_exact(inp, memoryview(planes).cast("B")):
+                break  # the parent died mid-frame: finish what arrived
+            with finish.lock:
+                if finish.done:
+                    break
+                writer.write_yuv420(planes, pts=None if math.isnan(pts) else pts)
+        with finish.lock:
+            if not finish.done:
+                finish.done = True
+                writer.close()
     except BaseException as exc:  # noqa: BLE001
         try:
             writer.close()

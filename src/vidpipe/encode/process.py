@@ -11,7 +11,9 @@ cameras at 30 fps need (see ``docs/bench/h100/annotate``).
 Here the caller's thread does what it did before (RGB -> YUV 4:2:0 on the device, an
 asynchronous copy into a pinned buffer); a sender thread waits for the copy and writes the planes
 into the child's stdin (one GIL hand-over per frame, in a blocking ``write``); the child encodes
-and muxes. The child exits when its stdin closes, so it never outlives this process's writer.
+and muxes. The child exits when its stdin closes, so it never outlives this process's writer,
+and when this process dies by any signal (:mod:`vidpipe.lifetime`: it is started by a keeper
+thread, watches a lifeline pipe and has a parent-death signal), finishing its file first.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from vidpipe.encode._handoff import STOP, Handoff
 from vidpipe.encode._output import check_writer_args, checked_frame
 from vidpipe.encode.yuv import matrix_for_height, rgb_to_yuv420
 from vidpipe.errors import ConfigError, SinkError
+from vidpipe.lifetime.keeper import Keeper
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -86,8 +89,14 @@ class ProcessVideoWriter:
         }  # fmt: skip
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         # the target (it may hold a password) goes in the child's arguments, which only this user can read
-        self._proc = subprocess.Popen([sys.executable, "-m", "vidpipe.encode.child", json.dumps(spec)], env=env,
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        self._keeper = Keeper(f"vidpipe-encode-keeper-{self.name}")
+        try:
+            self._proc = self._keeper.popen([sys.executable, "-m", "vidpipe.encode.child", json.dumps(spec)],
+                                            python=True, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            bufsize=0)
+        except BaseException:
+            self._keeper.close()
+            raise
         self._ready = threading.Event()
         self._done = threading.Event()
         self._error: str | None = None
@@ -233,6 +242,7 @@ class ProcessVideoWriter:
             self._fail("the encoder process did not finish in time; stopped")
             self._proc.kill()
             self._proc.wait()
+        self._keeper.close()
         self._done.wait(5.0)
         self._reader.join(5.0)
         if self._error is None and self._proc.returncode != 0:

@@ -1,0 +1,167 @@
+"""The parent's side of child lifetimes: :class:`Keeper` starts child processes so that they die
+with this process, by whatever signal it dies.
+
+Linux's parent-death signal (``PR_SET_PDEATHSIG``) fires when the *thread* that forked the child
+ends, not the process; a child started from a decode or sink thread that finishes early would be
+killed while still wanted. A keeper therefore starts its children from its own thread, which lives
+until :meth:`Keeper.close`. It also holds the write end of a lifeline pipe whose read end its
+Python children watch (:mod:`vidpipe.lifetime.child`): when this process is gone the kernel closes
+the write end and they see end of file.
+
+- **Python children** (``python -m vidpipe...``): get the lifeline's read end and this process's
+  pid in the environment, and arm both watches themselves
+  (:func:`~vidpipe.lifetime.child.watch_from_env`), so they can clean up before they exit.
+- **Other programs** (nginx, ffmpeg, nvidia-smi): get ``PR_SET_PDEATHSIG`` = ``SIGKILL`` between
+  ``fork`` and ``exec`` (:func:`die_with_parent`), then a check that the parent did not die
+  before the signal was armed. Only the process started gets the signal: a program that forks
+  workers of its own must run as one process (the RTMP server runs nginx with
+  ``master_process off``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from vidpipe.lifetime.child import LIFELINE_ENV, PARENT_ENV, PR_SET_PDEATHSIG
+
+__all__ = ["Keeper", "die_with_parent"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None] | None:
+    """A ``preexec_fn`` for :class:`subprocess.Popen` that asks Linux to send ``sig`` to the
+    child when the thread that starts it ends (``None`` where that is not possible: not Linux, no
+    C library). The thread that calls ``Popen`` must live as long as the child: a :class:`Keeper`,
+    or a thread that waits for the child (:func:`subprocess.run`). Everything the child runs is
+    resolved here, before the fork."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent, option, number = os.getpid(), ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(int(sig))
+    zero = ctypes.c_ulong(0)
+
+    def arm() -> None:  # runs in the child, between fork and exec
+        if prctl(option, number, zero, zero, zero) == 0 and os.getppid() != parent:
+            os.kill(os.getpid(), int(sig))  # the parent died before the signal was armed
+
+    return arm
+
+
+class Keeper:
+    """Starts child processes from a thread named ``name`` that lives until :meth:`close`, and
+    holds their lifeline. Closing it closes the lifeline: Python children still running exit.
+
+    One keeper per group of children that end together (a decoder pool, one encoder process,
+    a benchmark's server and publishers).
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._watch: int | None = None  # the lifeline's read end (handed to Python children)
+        self._lifeline: int | None = None  # its write end (never handed to anyone)
+        self._closed = False
+
+    # ------------------------------------------------------------------ starting children
+    def popen(self, argv: Sequence[str], *, python: bool, env: Mapping[str, str] | None = None,
+              pass_fds: Sequence[int] = (), **kwargs: Any) -> subprocess.Popen:
+        """:class:`subprocess.Popen` ``argv`` from the keeper's thread. ``python``: a vidpipe
+        module that calls :func:`~vidpipe.lifetime.child.watch_from_env` first thing (it gets the
+        lifeline); else any program (it gets a parent-death ``SIGKILL``). Other keyword arguments
+        go to ``Popen`` (not ``preexec_fn``)."""
+        env = dict(os.environ if env is None else env)
+        fds = tuple(pass_fds)
+        preexec = None
+        if python:
+            watch = self._pipe()
+            env[PARENT_ENV], env[LIFELINE_ENV] = str(os.getpid()), str(watch)
+            fds += (watch,)
+        else:
+            env.pop(PARENT_ENV, None)
+            env.pop(LIFELINE_ENV, None)
+            preexec = die_with_parent()
+        return self.call(lambda: subprocess.Popen(list(argv), env=env, pass_fds=fds, preexec_fn=preexec, **kwargs))
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the keeper's thread (start children there); its result or its error."""
+        done = threading.Event()
+        out: list = []
+
+        def job() -> None:
+            try:
+                out.append((True, fn()))
+            except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
+                out.append((False, exc))
+            finally:
+                done.set()
+
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self.name}: the keeper is closed")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                self._thread.start()
+            self._jobs.put(job)
+        done.wait()
+        ok, value = out[0]
+        if not ok:
+            raise value
+        return value
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job()
+
+    def _pipe(self) -> int:
+        with self._lock:
+            if self._watch is None:
+                self._watch, self._lifeline = os.pipe()  # both close-on-exec: passed only where named
+            return self._watch
+
+    # ------------------------------------------------------------------ ending
+    def close(self) -> None:
+        """Close the lifeline (Python children still running see it end and exit) and end the
+        thread (other programs still running get their parent-death signal: stop them first).
+        Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            fds, self._watch, self._lifeline = (self._watch, self._lifeline), None, None
+            thread = self._thread
+            if thread is not None:
+                self._jobs.put(None)
+        for fd in fds:
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5.0)  # gone when close returns (the leak tests count threads)
+
+    def forget(self) -> None:
+        """In a process forked from the keeper's: close the inherited lifeline (a copy kept here
+        would keep the children alive after their parent died) and start nothing more. The
+        children are the parent's; nothing is sent to them."""
+        self._lock = threading.Lock()  # another thread may have held it at the fork
+        self._thread = None  # not running in this process
+        self.close()
