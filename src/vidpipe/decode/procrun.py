@@ -13,9 +13,15 @@ The parent side of :mod:`vidpipe.decode.procworker`:
   caller's stream when the caller asks for the next one, and frees slots (``free``) once those
   events completed, so the children never overwrite a batch still being read.
 
-A child that dies takes only its segments in flight with it: their frames that did not arrive
-are missing (the stream is marked partial with the reason), the others are decoded by the
-remaining children. Stopping early (the caller drops the generator, an error) stops every child's
+A child that dies (killed, crashed) loses nothing: once it has exited (so it writes into the
+ring no more), its segments in flight and not yet started are given to the children still
+running, each decoded again in a thread of its own there (its positions are the earliest the
+consumer waits for; the child's other threads may be waiting for ring slots past them), without
+the positions it had already delivered (neither rewritten nor reported twice); rows it left
+half written are never reported, and are rewritten before anyone reports them. With no child
+left, the remaining segments are decoded by threads in this process, into the same ring. The end
+of the segment list is sent only once every segment is done, so a child is never dropped with
+work another could take. Stopping early (the caller drops the generator, an error) stops every child's
 job and waits for it, so the ring is quiet before the next run uses it.
 """
 
@@ -48,22 +54,28 @@ _jobs = iter(range(1, 1 << 62))
 
 
 class _Dispatch:
-    """Segments given out to children, and what each has in flight."""
+    """Segments given out to children, and what each has in flight.
+
+    The end of the list is sent only once every segment is done: until then a child that dies
+    can hand its segments to children still listening (:meth:`requeue`)."""
 
     def __init__(self, pool: "DecoderProcessPool", plan: "DecodePlan", job: int) -> None:
         self.pool = pool
         self.plan = plan
         self.job = job
         self.next = 0
-        self.again: deque[int] = deque()  # segments a child could not be sent (it was gone)
+        self.again: deque[tuple[int, tuple[int, ...]]] = deque()  # (segment, positions delivered)
         self.inflight: list[set[int]] = [set() for _ in pool.conns]
+        self.ended: set[int] = set()  # children sent the end of the list
         self.lock = threading.Lock()
 
     def give(self, child: int) -> None:
-        """Send child ``child`` the next segment, or the end of the list."""
+        """Send child ``child`` the next segment (one to decode again first); the end of the
+        list to every child once all are done."""
         with self.lock:
+            have: tuple[int, ...] | None = None
             if self.again:
-                s: int | None = self.again.popleft()
+                s, have = self.again.popleft()
             elif self.next < len(self.plan.segments):
                 s = self.next
                 self.next += 1
@@ -71,20 +83,46 @@ class _Dispatch:
                 s = None
             if s is not None:
                 self.inflight[child].add(s)
-        if not self.pool.send(child, ("seg", self.job, s)) and s is not None:
+        if s is None:
+            self.end_if_done()
+            return
+        msg = ("seg", self.job, s) if have is None else ("redo", self.job, s, have)
+        if not self.pool.send(child, msg):
             with self.lock:  # the child is gone before it got it: another one decodes it
                 self.inflight[child].discard(s)
-                self.again.append(s)
+                self.again.append((s, have or ()))
+
+    def end_if_done(self) -> None:
+        with self.lock:
+            if self.again or self.next < len(self.plan.segments) or any(self.inflight):
+                return
+            children = [i for i in range(len(self.inflight)) if i not in self.ended]
+            self.ended.update(children)
+        for i in children:
+            self.pool.send(i, ("seg", self.job, None))
 
     def done(self, child: int, s: int) -> None:
         with self.lock:
             self.inflight[child].discard(s)
 
-    def take_inflight(self, child: int) -> list[int]:
+    def requeue(self, child: int, got: set[int]) -> tuple[list[int], int]:
+        """The dead ``child``'s segments (its in flight and not yet started), to be decoded
+        again, earliest first, without the positions already delivered (``got``); returns them
+        and how many positions of them were delivered."""
         with self.lock:
             gone = sorted(self.inflight[child])
             self.inflight[child].clear()
-            return gone
+            redo = [(s, tuple(p for p in range(*self.plan.segments[s].positions) if p in got)) for s in gone]
+            self.again = deque(sorted([*redo, *self.again]))
+            return gone, sum(len(h) for _, h in redo)
+
+    def rest(self) -> list[tuple[int, tuple[int, ...]]]:
+        """Every segment not yet done nor in flight (the caller decodes them), in order."""
+        with self.lock:
+            out = [*sorted(self.again), *((s, ()) for s in range(self.next, len(self.plan.segments)))]
+            self.again.clear()
+            self.next = len(self.plan.segments)
+            return out
 
 
 def run_processes(
@@ -108,10 +146,14 @@ def run_processes(
     counters: list[dict] = []
     state: dict[str, Any] = {"done": set(), "dead": set(), "fail": None, "abandon": False}
     finished = threading.Event()
+    state["freed"] = 0
+
+    def spec_of(sessions: int) -> dict:
+        return {**spec, "job": job, "kind": kind, "info": dec.info, "plan": plan, "options": dec.options,
+                "stream_id": dec.stream_id, "batch_size": batch_size, "ring": ring.id, "sessions": sessions}  # fmt: skip
+
     for i in live:
-        pool.send(i, ("job", {**spec, "job": job, "kind": kind, "info": dec.info, "plan": plan,
-                              "options": dec.options, "stream_id": dec.stream_id, "batch_size": batch_size,
-                              "ring": ring.id, "sessions": per}))  # fmt: skip
+        pool.send(i, ("job", spec_of(per)))
     for _ in range(per + 1):
         for i in live:
             dispatch.give(i)
@@ -121,45 +163,75 @@ def run_processes(
     def meta(index: int, sec: float | None) -> FrameMeta:
         return FrameMeta(info.source, sid, index, sec, info.height, info.width)
 
-    def lost(child: int, why: str) -> None:
+    got: set[int] = set()  # positions delivered (a dead child's segments are decoded again without them)
+    local: list[Any] = []  # the in-process fallback once every child is gone (a ChildJob here)
+    local_done = threading.Event()
+
+    def handle(i: int, msg: tuple) -> None:
+        kind_ = msg[0]
+        if kind_ == "frames":
+            got.update(p for p, _, _ in msg[2])
+            reorder.put_many([(p, Written(meta(ix, sec), i, None)) for p, ix, sec in msg[2]])
+        elif kind_ == "seg":
+            reorder.skip(msg[3], msg[4])
+            if i < n:
+                dispatch.done(i, msg[2])
+                dispatch.give(i)
+        elif kind_ == "fail":
+            state["fail"] = msg[2]
+            who = f"decoder process {i}" if i < n else "the in-process fallback"
+            reorder.fail(DecodeError(f"{info.source}: {who} failed: {msg[2]}"))
+        elif kind_ == "done":
+            counters.append(msg[2])
+            state["done"].add(i)
+            if i >= n:
+                local_done.set()
+
+    def lost(child: int) -> None:
+        """``child`` died: its segments go to the children still running, or (none left) to
+        threads here; the frames it delivered are not decoded twice."""
         state["dead"].add(child)
-        for s in dispatch.take_inflight(child):
-            reorder.skip(*plan.segments[s].positions)
-        dec._errors.append(why)
+        redo, kept = dispatch.requeue(child, got)
+        others = [j for j in live if j not in state["dead"] and j not in state["done"] and pool.alive[j]]
+        dec.processes_lost += 1
+        if others:
+            for k in range(len(redo)):
+                dispatch.give(others[k % len(others)])
+            dispatch.end_if_done()
+            where = f"decoder process(es) {', '.join(map(str, others))}"
+        elif not local:
+            local.append(_run_here(dispatch.rest(), spec_of(dec.workers), ring, handle, n, state["freed"]))
+            where = "threads in this process"
+        else:
+            where = "threads in this process"
+        if redo:
+            logger.info("%s: segment(s) %s of decoder process %d are decoded again by %s (%d of their frames it "
+                        "had delivered are kept)", info.source, ", ".join(map(str, redo)), child, where, kept)  # fmt: skip
 
     def receive() -> None:
         conns = {pool.conns[i]: i for i in live}
         try:
-            while len(state["done"] | state["dead"]) < len(live) and not state["abandon"]:
+            while not state["abandon"]:
                 waiting = [c for c, i in conns.items() if i not in state["done"] | state["dead"]]
+                if not waiting:
+                    if not local or local_done.wait(0.5):
+                        break
+                    continue
                 for conn in wait(waiting, timeout=1.0):
                     i = conns[conn]
                     try:
                         msg = conn.recv()
                     except (EOFError, OSError):
                         pool.mark_dead(i)
-                        lost(i, f"decoder process {i} exited (exit code {pool.procs[i].poll()})")
+                        lost(i)
                         continue
-                    if msg[1] != job:
-                        continue  # a late message of an earlier run
-                    kind_ = msg[0]
-                    if kind_ == "frames":
-                        reorder.put_many([(p, Written(meta(ix, sec), i, None)) for p, ix, sec in msg[2]])
-                    elif kind_ == "seg":
-                        dispatch.done(i, msg[2])
-                        reorder.skip(msg[3], msg[4])
-                        dispatch.give(i)
-                    elif kind_ == "fail":
-                        state["fail"] = msg[2]
-                        reorder.fail(DecodeError(f"{info.source}: decoder process {i} failed: {msg[2]}"))
-                    elif kind_ == "done":
-                        counters.append(msg[2])
-                        state["done"].add(i)
+                    if msg[1] == job:  # else a late message of an earlier run
+                        handle(i, msg)
         except BaseException as exc:  # noqa: BLE001 - wake the consumer with it
             logger.debug("decoder process receiver failed", exc_info=True)
             reorder.fail(exc)
         finally:
-            # every child is done or gone: what has not come will not (e.g. all children died)
+            # every child is done or gone: what has not come will not
             reorder.skip(0, plan.total)
             finished.set()
 
@@ -172,7 +244,9 @@ def run_processes(
             if freed > freed_sent:
                 for i in live:
                     pool.send(i, ("free", job, freed))
-                freed_sent = freed
+                freed_sent = state["freed"] = freed
+            for here in local:  # the in-process fallback (started by the receiver at any time)
+                here.free(freed)
             try:
                 run = reorder.get_ready(batch_size - reorder.next_position % batch_size, timeout=0.005)
             except TimeoutError:
@@ -194,6 +268,8 @@ def run_processes(
     finally:
         for i in live:
             pool.send(i, ("stop", job))
+        for here in local:
+            here.cancel()
         if not finished.wait(STOP_TIMEOUT):
             logger.warning("decoder processes did not stop within %.0f s; closing them", STOP_TIMEOUT)
             state["abandon"] = True
@@ -210,6 +286,27 @@ def run_processes(
         if state["fail"] and not dec._errors:
             dec._errors.append(f"a decoder process failed: {state['fail']}")
         dec._ring_bytes = ring.nbytes
+
+
+def _run_here(segments: list[tuple[int, tuple[int, ...]]], spec: dict, ring: "Ring", handle: Any, ident: int,
+              freed: int) -> Any:  # fmt: skip
+    """Decode ``segments`` (``(segment, positions already delivered)``) with threads in this
+    process, into the same ring and with the same messages as a child (``handle(ident, msg)``):
+    the fallback once every decoder process is gone. Returns the running
+    :class:`~vidpipe.decode.procworker.ChildJob` (``free``, ``cancel``)."""
+    from vidpipe.decode.procworker import ChildJob
+
+    job = ChildJob(spec, ring.tensors, lambda msg: handle(ident, msg))
+    job.free(freed)
+    for s, have in segments:
+        if have:
+            job.redo(s, frozenset(have))
+        else:
+            job.segments.put(s)
+    for _ in range(spec["sessions"]):
+        job.segments.put(None)
+    threading.Thread(target=job.run, name="vidpipe-phere", daemon=True).start()
+    return job
 
 
 class _RingBatches(RowBatcher):
