@@ -163,3 +163,65 @@ def test_children_that_cannot_start_are_a_clear_error(make_clip, monkeypatch):
         frames(in_processes(clip.path))
     monkeypatch.undo()
     assert same(frames(in_processes(clip.path)), reference(clip.path))  # a later run starts them
+
+
+_SIGTERM_SCRIPT = r"""
+import sys, threading, time
+from vidpipe.cli._signals import StopOnSignal
+from vidpipe.decode.parallel import PyAVParallelDecoder
+from vidpipe.decode.procpool import get_pool
+import torch
+
+dec = PyAVParallelDecoder(sys.argv[1], workers=4, segment_frames=10, processes=2, buffer_bytes=1)
+stop = threading.Event()
+indices = []
+with StopOnSignal(stop.set) as interrupt:
+    for batch in dec.batches(8):
+        if not indices:
+            pids = [p.pid for p in get_pool(torch.device("cpu"), 2, start=False).procs]
+            print("READY", *pids, flush=True)
+        indices.extend(m.index for m in batch.frames)
+        if stop.is_set():
+            break
+        time.sleep(0.1)  # a slow consumer: the children wait for ring slots
+print("FRAMES", *indices, flush=True)
+sys.exit(interrupt.exit_code or 0)
+"""
+
+
+def test_sigterm_during_a_process_decode_stops_cleanly(make_clip):
+    """SIGTERM (the CLI's handler) while children decode: the run stops at the next batch,
+    nothing hangs, the frames delivered are the file's first ones in order, exit 143, and the
+    children are gone."""
+    import subprocess
+    import sys
+    import time
+
+    clip = make_clip(".mp4", frames=100, gop=10, bframes=2, width=160, height=96)
+    proc = subprocess.Popen([sys.executable, "-c", _SIGTERM_SCRIPT, str(clip.path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        ready = proc.stdout.readline().split()
+        assert ready and ready[0] == "READY", proc.communicate(timeout=60)
+        children = [int(p) for p in ready[1:]]
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert "SIGTERM: stopping" in err and "Traceback" not in err
+    indices = [int(i) for i in out.split("FRAMES", 1)[1].split()]
+    assert 8 <= len(indices) < 100 and indices == list(range(len(indices)))
+
+    def gone(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+        except OSError:
+            return True
+
+    deadline = time.monotonic() + 5
+    while not all(map(gone, children)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(map(gone, children)), children
