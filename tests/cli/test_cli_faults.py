@@ -179,3 +179,54 @@ def test_output_folder_removed_mid_run(bikes_path, tmp_path, target):
     line = one_error_line(err)
     assert "was deleted while the run was writing it" in line and "is gone" in line
     assert not folder.exists()  # not recreated: the user removed it
+
+
+# -- the output folder made read-only -------------------------------------------------------------
+@cache
+def _without_privileges() -> tuple[list[str] | None, str]:
+    """A command prefix that runs a program subject to file permissions even as root (a new
+    user namespace without a mapping: no capability over the files outside it), or why not."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return None, "no unshare command (util-linux)"
+    if os.geteuid() != 0:
+        return [], ""
+    p = subprocess.run([unshare, "--user", "true"], capture_output=True, text=True, timeout=30)
+    if p.returncode != 0:
+        return None, f"cannot create a user namespace here ({p.stderr.strip()})"
+    return [unshare, "--user"], ""
+
+
+def test_folder_made_read_only_keeps_the_finished_parquet(bikes_path, tmp_path):
+    """The folder becomes read-only during the run: the finished Parquet file cannot be renamed
+    into place; it is kept under its temporary name, which the one error line gives."""
+    import pyarrow.parquet as pq
+
+    prefix, why = _without_privileges()
+    if prefix is None:
+        pytest.skip(why)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    meta_path = folder / "dets.parquet.meta.json"
+    proc = subprocess.Popen([*prefix, sys.executable, "-m", "vidpipe", "detect", str(bikes_path), *ARGS,
+                             "--max-frames", "60", "-o", str(folder / "dets.parquet")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not meta_path.exists():  # the table is open: rows are being written
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run did not start within 120 s"
+            time.sleep(0.05)
+        folder.chmod(0o500)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        folder.chmod(0o700)
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 2, err
+    line = one_error_line(err)
+    assert "dets.parquet" in line and "permission denied" in line.lower() and "left as" in line
+    kept = Path(line.rsplit("left as ", 1)[1].strip("'"))
+    assert kept.parent == folder and not (folder / "dets.parquet").exists()
+    assert pq.read_table(kept).num_rows > 0  # complete: footer written
+    assert json.loads(meta_path.read_text())["status"] == "running"  # the folder refused the update too

@@ -138,18 +138,25 @@ def _fsync_dir(directory: Path) -> None:
 def commit(fileobj: IO[Any], tmp: Path, target: Path) -> None:
     """Flush, fsync and close ``fileobj`` (open on ``tmp``), then atomically rename it to ``target``.
 
-    On failure the temporary file is removed and :class:`SinkError` raised; ``target`` is left
-    as it was.
+    On failure :class:`SinkError` is raised and ``target`` is left as it was; the temporary file
+    is removed, except when only the rename failed (e.g. the folder was made read-only): then it
+    is complete and kept, named in the error (its ``kept`` attribute).
     """
     try:
         if not fileobj.closed:
             fileobj.flush()
             os.fsync(fileobj.fileno())
             fileobj.close()
-        os.replace(tmp, target)
     except OSError as exc:
         discard(fileobj, tmp)
         raise SinkError(f"cannot write output {str(target)!r}: {exc.strerror or exc}") from exc
+    try:
+        os.replace(tmp, target)
+    except OSError as exc:
+        error = SinkError(f"cannot write output {str(target)!r}: {exc.strerror or exc}; the finished file was left "
+                          f"as {str(tmp)!r}")  # fmt: skip
+        error.kept = tmp  # type: ignore[attr-defined]
+        raise error from exc
     _fsync_dir(target.parent)
 
 
@@ -186,7 +193,15 @@ def write_json_atomic(path: Path, data: Any) -> None:
         except OSError as exc:
             discard(f, tmp)
             raise SinkError(f"cannot write metadata {str(path)!r}: {exc.strerror or exc}") from exc
-        commit(f, tmp, path)
+        try:
+            commit(f, tmp, path)
+        except SinkError as exc:
+            if getattr(exc, "kept", None) is not None:  # not renamed: a stray copy helps nobody
+                discard(None, tmp)
+                cause = exc.__cause__
+                reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else cause
+                raise SinkError(f"cannot write metadata {str(path)!r}: {reason}") from cause
+            raise
     except SinkError as exc:
         cause = exc.__cause__
         if isinstance(cause, OSError) and cause.errno in _NO_SPACE and _overwrite_in_place(path, text):

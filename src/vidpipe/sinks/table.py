@@ -143,7 +143,9 @@ def finish_table(sink: Any, meta: dict[str, Any]) -> SinkError | None:
         error = exc if isinstance(exc, SinkError) else SinkError(
             f"cannot finish output {str(sink.path)!r}: {getattr(exc, 'strerror', None) or exc}"
         )  # fmt: skip
-    if sink._stream is None and sink.temp_path is not None:
+    if sink._stream is None and getattr(error, "kept", None) is not None:
+        meta["note"] = f"the table could not be renamed into place: it was left as {str(error.kept)!r}"
+    elif sink._stream is None and sink.temp_path is not None:
         _atomic.discard(sink._file, sink.temp_path)
         meta["note"] = "the table could not be finished: nothing was written to its path"
     elif sink._stream is None:
