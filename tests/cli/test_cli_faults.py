@@ -4,7 +4,8 @@ code 2, and outputs that are valid for what was done.
 - **Disk full (ENOSPC)**: the output folder is a tiny tmpfs mounted in a private mount namespace
   (``unshare --user --map-root-user --mount``, or ``unshare --mount`` as root), so nothing needs
   privileges outside the test; where the kernel or the container forbids both, the test skips
-  with the reason (the same code path runs in the file-size-limit test, which always runs).
+  with the reason (the same code path runs in the file-size-limit test, which always runs, and
+  ``-o -`` into ``/dev/full`` gives a real ENOSPC anywhere).
 - **A file-size limit (EFBIG)**: ``RLIMIT_FSIZE`` makes the kernel refuse a write half way: the
   CSV must end at a row boundary, with exactly the rows the metadata counts.
 - **The output folder removed mid-run** (``-o DIR/x.csv`` and ``-o DIR/``): the run stops at its
@@ -34,8 +35,9 @@ FRAMES = 100
 
 
 def detect(*args, timeout: float = 240, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vidpipe", "detect", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, **kwargs)  # fmt: skip
+    kwargs.setdefault("capture_output", True)
+    return subprocess.run([sys.executable, "-m", "vidpipe", "detect", *map(str, args)], text=True, timeout=timeout,
+                          **kwargs)  # fmt: skip
 
 
 def rows_of(path: Path) -> list[dict]:
@@ -134,6 +136,16 @@ def test_disk_full_parquet_leaves_no_half_file(bikes_path, tmp_path):
     meta = json.loads((kept / "dets.parquet.meta.json").read_text())
     assert meta["finished"] is True and meta["status"] == "partial" and "No space left on device" in meta["reason"]
     assert "nothing was written" in meta["note"]
+
+
+def test_disk_full_on_stdout(bikes_path):
+    """``-o -`` into ``/dev/full`` (every write: ENOSPC; needs no privileges): one line, exit 2."""
+    with open("/dev/full", "w") as full:
+        p = detect(bikes_path, *ARGS, "--max-frames", 40, "-o", "-", stdout=full, stderr=subprocess.PIPE,
+                   capture_output=False)  # fmt: skip
+    assert p.returncode == 2, p.stderr
+    line = one_error_line(p.stderr)
+    assert "stdout" in line and "no space left on device" in line.lower()
 
 
 # -- a write refused half way (file-size limit) -----------------------------------------------------
