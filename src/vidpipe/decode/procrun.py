@@ -147,6 +147,8 @@ def run_processes(
     state: dict[str, Any] = {"done": set(), "dead": set(), "fail": None, "abandon": False}
     finished = threading.Event()
     state["freed"] = 0
+    state["stop"] = False
+    stopping = threading.Lock()  # the consumer stopping vs. the receiver handing out a dead child's work
 
     def spec_of(sessions: int) -> dict:
         return {**spec, "job": job, "kind": kind, "info": dec.info, "plan": plan, "options": dec.options,
@@ -191,22 +193,26 @@ def run_processes(
         """``child`` died: its segments go to the children still running, or (none left) to
         threads here; the frames it delivered are not decoded twice."""
         state["dead"].add(child)
-        redo, kept = dispatch.requeue(child, got)
-        others = [j for j in live if j not in state["dead"] and j not in state["done"] and pool.alive[j]]
         dec.processes_lost += 1
+        with stopping:  # not once the consumer stopped the run (nothing would free the ring)
+            if state["stop"]:
+                return
+            redo, kept = dispatch.requeue(child, got)
+            where = _redo(redo)
+        if redo:
+            logger.info("%s: segment(s) %s of decoder process %d are decoded again by %s (%d of their frames it "
+                        "had delivered are kept)", info.source, ", ".join(map(str, redo)), child, where, kept)  # fmt: skip
+
+    def _redo(redo: list[int]) -> str:
+        others = [j for j in live if j not in state["dead"] and j not in state["done"] and pool.alive[j]]
         if others:
             for k in range(len(redo)):
                 dispatch.give(others[k % len(others)])
             dispatch.end_if_done()
-            where = f"decoder process(es) {', '.join(map(str, others))}"
-        elif not local:
+            return f"decoder process(es) {', '.join(map(str, others))}"
+        if not local:
             local.append(_run_here(dispatch.rest(), spec_of(dec.workers), ring, handle, n, state["freed"]))
-            where = "threads in this process"
-        else:
-            where = "threads in this process"
-        if redo:
-            logger.info("%s: segment(s) %s of decoder process %d are decoded again by %s (%d of their frames it "
-                        "had delivered are kept)", info.source, ", ".join(map(str, redo)), child, where, kept)  # fmt: skip
+        return "threads in this process"
 
     def receive() -> None:
         conns = {pool.conns[i]: i for i in live}
@@ -266,10 +272,12 @@ def run_processes(
             yield out
             asm.recycle()
     finally:
+        with stopping:
+            state["stop"] = True
+            for here in local:
+                here.cancel()
         for i in live:
             pool.send(i, ("stop", job))
-        for here in local:
-            here.cancel()
         if not finished.wait(STOP_TIMEOUT):
             logger.warning("decoder processes did not stop within %.0f s; closing them", STOP_TIMEOUT)
             state["abandon"] = True
