@@ -77,6 +77,7 @@ class DecoderProcessPool:
         self._ring_ids = 0
         self._warm: set[tuple] = set()
         self.broken = False
+        self.closing = False  # close() began: children that go now were told to
         self._lifeline: int | None = None  # write end of the pipe the children watch
         self._closed = threading.Event()
         t0 = time.perf_counter()
@@ -196,7 +197,7 @@ class DecoderProcessPool:
             return
         self.alive[i] = False
         self.broken = True
-        if i >= len(self.procs):
+        if i >= len(self.procs) or self.closing:
             return
         p = self.procs[i]
         try:
@@ -258,6 +259,7 @@ class DecoderProcessPool:
 
     def close(self) -> None:
         """Stop the children (politely, then by force) and free the shared buffers."""
+        self.closing = True
         for ring in self._rings.values():
             ring.release()
         self._rings.clear()

@@ -195,7 +195,7 @@ def run_processes(
         state["dead"].add(child)
         dec.processes_lost += 1
         with stopping:  # not once the consumer stopped the run (nothing would free the ring)
-            if state["stop"]:
+            if state["stop"] or pool.closing:  # nor when the pool's owner closes it (exit)
                 return
             redo, kept = dispatch.requeue(child, got)
             where = _redo(redo)
@@ -272,10 +272,15 @@ def run_processes(
             yield out
             asm.recycle()
     finally:
-        with stopping:
+        # bounded: at interpreter exit the receiver (a daemon thread) may be frozen holding it
+        locked = stopping.acquire(timeout=5)
+        try:
             state["stop"] = True
             for here in local:
                 here.cancel()
+        finally:
+            if locked:
+                stopping.release()
         for i in live:
             pool.send(i, ("stop", job))
         if not finished.wait(STOP_TIMEOUT):
