@@ -253,9 +253,15 @@ class Outputs:
             summary = self._summary(reason)
             for sid in range(len(self._run.states)):
                 self._mark_done(sid)
+            errors: list[Exception] = []
             try:
-                for s in self._all():
-                    s.abort(reason, summary)
+                for s in self._all():  # each is finalised, whatever another one does
+                    try:
+                        s.abort(reason, summary)
+                    except Exception as exc:  # noqa: BLE001 - the first is raised below
+                        errors.append(exc)
+                if errors:
+                    raise errors[0]
             finally:
                 if self.events is not None:
                     self.events.abort(reason, summary)

@@ -318,7 +318,10 @@ def run(args: argparse.Namespace) -> int:
             reason = "interrupted (second signal)" if isinstance(exc, KeyboardInterrupt) else (
                 f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             )
-            outputs.abort(reason)
+            try:
+                outputs.abort(reason)
+            except Exception as abort_exc:  # noqa: BLE001 - the run's own error is the one to report
+                logger.warning("%s", abort_exc)
             raise
         bar.close()
         watch.close()

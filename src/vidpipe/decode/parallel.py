@@ -148,6 +148,7 @@ class SegmentParallelDecoder(Decoder):
         self.bytes_device_to_host = 0  # decoded frames never go to the host on the GPU path
         self.workers_used = 0
         self.processes_used = 0  # decoder processes of the last run (0: threads in this process)
+        self.processes_lost = 0  # decoder processes that died during the last run (their segments redone)
         self._ring_bytes = 0
         self.packet_reader = "none"  # how workers read packets: "file" (byte ranges) or "pyav"
         self._positions_before = 0  # inexact streams: positions are numbered from here
@@ -162,6 +163,7 @@ class SegmentParallelDecoder(Decoder):
             "decoder": self.name,
             "workers": self.workers_used,
             "processes": self.processes_used,
+            "processes_lost": self.processes_lost,
             "segments": len(plan.segments) if plan else 0,
             "packet_reader": self.packet_reader,
             "frames_decoded": self.frames_decoded,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -78,6 +79,7 @@ class DecoderProcessPool:
         self._warm: set[tuple] = set()
         self.broken = False
         self._keeper = Keeper("vidpipe-procs")  # starts the children; holds the pipe they watch
+        self.closing = False  # close() began: children that go now were told to
         t0 = time.perf_counter()
         try:
             self._start(processes)
@@ -165,11 +167,33 @@ class DecoderProcessPool:
             self.send(i, msg, fds)
 
     def mark_dead(self, i: int) -> None:
-        if self.alive[i]:
-            self.alive[i] = False
-            self.broken = True
-            code = self.procs[i].poll() if i < len(self.procs) else None
-            logger.warning("decoder process %d is gone (exit code %s)", i, code)
+        """Child ``i`` is gone (its socket closed): make sure it has exited (it writes into the
+        ring no more: what it half wrote is rewritten by whoever decodes its segments again)
+        and say so once, with its exit code."""
+        if not self.alive[i]:
+            return
+        self.alive[i] = False
+        self.broken = True
+        if i >= len(self.procs) or self.closing:
+            return
+        p = self.procs[i]
+        try:
+            p.wait(timeout=2)
+        except subprocess.TimeoutExpired:  # its socket is gone but it runs on: end it
+            p.kill()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        code = p.returncode
+        how = ""
+        if code is not None and code < 0:
+            try:
+                how = f", killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f", killed by signal {-code}"
+        logger.warning("decoder process %d (pid %d) died (exit code %s%s); the run goes on without it", i, p.pid,
+                       code, how)  # fmt: skip
 
     def try_lock(self) -> bool:
         """Take the pool for one decode (``False``: another decode is using it)."""
@@ -212,6 +236,7 @@ class DecoderProcessPool:
 
     def close(self) -> None:
         """Stop the children (politely, then by force) and free the shared buffers."""
+        self.closing = True
         for ring in self._rings.values():
             ring.release()
         self._rings.clear()

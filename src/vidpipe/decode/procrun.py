@@ -13,9 +13,15 @@ The parent side of :mod:`vidpipe.decode.procworker`:
   caller's stream when the caller asks for the next one, and frees slots (``free``) once those
   events completed, so the children never overwrite a batch still being read.
 
-A child that dies takes only its segments in flight with it: their frames that did not arrive
-are missing (the stream is marked partial with the reason), the others are decoded by the
-remaining children. Stopping early (the caller drops the generator, an error) stops every child's
+A child that dies (killed, crashed) loses nothing: once it has exited (so it writes into the
+ring no more), its segments in flight and not yet started are given to the children still
+running, each decoded again in a thread of its own there (its positions are the earliest the
+consumer waits for; the child's other threads may be waiting for ring slots past them), without
+the positions it had already delivered (neither rewritten nor reported twice); rows it left
+half written are never reported, and are rewritten before anyone reports them. With no child
+left, the remaining segments are decoded by threads in this process, into the same ring. The end
+of the segment list is sent only once every segment is done, so a child is never dropped with
+work another could take. Stopping early (the caller drops the generator, an error) stops every child's
 job and waits for it, so the ring is quiet before the next run uses it.
 """
 
@@ -29,6 +35,7 @@ from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
 
 from vidpipe.decode.assemble import RowBatcher, Written
+from vidpipe.decode.procdispatch import Dispatch
 from vidpipe.decode.reorder import ReorderBuffer
 from vidpipe.errors import DecodeError
 from vidpipe.types import FrameBatch, FrameMeta
@@ -47,46 +54,6 @@ STOP_TIMEOUT = 30.0
 _jobs = iter(range(1, 1 << 62))
 
 
-class _Dispatch:
-    """Segments given out to children, and what each has in flight."""
-
-    def __init__(self, pool: "DecoderProcessPool", plan: "DecodePlan", job: int) -> None:
-        self.pool = pool
-        self.plan = plan
-        self.job = job
-        self.next = 0
-        self.again: deque[int] = deque()  # segments a child could not be sent (it was gone)
-        self.inflight: list[set[int]] = [set() for _ in pool.conns]
-        self.lock = threading.Lock()
-
-    def give(self, child: int) -> None:
-        """Send child ``child`` the next segment, or the end of the list."""
-        with self.lock:
-            if self.again:
-                s: int | None = self.again.popleft()
-            elif self.next < len(self.plan.segments):
-                s = self.next
-                self.next += 1
-            else:
-                s = None
-            if s is not None:
-                self.inflight[child].add(s)
-        if not self.pool.send(child, ("seg", self.job, s)) and s is not None:
-            with self.lock:  # the child is gone before it got it: another one decodes it
-                self.inflight[child].discard(s)
-                self.again.append(s)
-
-    def done(self, child: int, s: int) -> None:
-        with self.lock:
-            self.inflight[child].discard(s)
-
-    def take_inflight(self, child: int) -> list[int]:
-        with self.lock:
-            gone = sorted(self.inflight[child])
-            self.inflight[child].clear()
-            return gone
-
-
 def run_processes(
     dec: "SegmentParallelDecoder", plan: "DecodePlan", pool: "DecoderProcessPool", kind: str,
     batch_size: int, window: int, spec: dict,
@@ -103,15 +70,21 @@ def run_processes(
     live = [i for i in range(n) if pool.alive[i]]
     per = max(1, -(-dec.workers // max(1, len(live))))
     reorder: ReorderBuffer[Any] = ReorderBuffer(slots * batch_size, plan.total)
-    dispatch = _Dispatch(pool, plan, job)
+    dispatch = Dispatch(pool, plan, job)
     asm = _RingBatches(ring, batch_size, fmt, dec.info.color if fmt != "rgb" else None)
     counters: list[dict] = []
     state: dict[str, Any] = {"done": set(), "dead": set(), "fail": None, "abandon": False}
     finished = threading.Event()
+    state["freed"] = 0
+    state["stop"] = False
+    stopping = threading.Lock()  # the consumer stopping vs. the receiver handing out a dead child's work
+
+    def spec_of(sessions: int) -> dict:
+        return {**spec, "job": job, "kind": kind, "info": dec.info, "plan": plan, "options": dec.options,
+                "stream_id": dec.stream_id, "batch_size": batch_size, "ring": ring.id, "sessions": sessions}  # fmt: skip
+
     for i in live:
-        pool.send(i, ("job", {**spec, "job": job, "kind": kind, "info": dec.info, "plan": plan,
-                              "options": dec.options, "stream_id": dec.stream_id, "batch_size": batch_size,
-                              "ring": ring.id, "sessions": per}))  # fmt: skip
+        pool.send(i, ("job", spec_of(per)))
     for _ in range(per + 1):
         for i in live:
             dispatch.give(i)
@@ -121,45 +94,79 @@ def run_processes(
     def meta(index: int, sec: float | None) -> FrameMeta:
         return FrameMeta(info.source, sid, index, sec, info.height, info.width)
 
-    def lost(child: int, why: str) -> None:
+    got: set[int] = set()  # positions delivered (a dead child's segments are decoded again without them)
+    local: list[Any] = []  # the in-process fallback once every child is gone (a ChildJob here)
+    local_done = threading.Event()
+
+    def handle(i: int, msg: tuple) -> None:
+        kind_ = msg[0]
+        if kind_ == "frames":
+            got.update(p for p, _, _ in msg[2])
+            reorder.put_many([(p, Written(meta(ix, sec), i, None)) for p, ix, sec in msg[2]])
+        elif kind_ == "seg":
+            reorder.skip(msg[3], msg[4])
+            if i < n:
+                dispatch.done(i, msg[2])
+                dispatch.give(i)
+        elif kind_ == "fail":
+            state["fail"] = msg[2]
+            who = f"decoder process {i}" if i < n else "the in-process fallback"
+            reorder.fail(DecodeError(f"{info.source}: {who} failed: {msg[2]}"))
+        elif kind_ == "done":
+            counters.append(msg[2])
+            state["done"].add(i)
+            if i >= n:
+                local_done.set()
+
+    def lost(child: int) -> None:
+        """``child`` died: its segments go to the children still running, or (none left) to
+        threads here; the frames it delivered are not decoded twice."""
         state["dead"].add(child)
-        for s in dispatch.take_inflight(child):
-            reorder.skip(*plan.segments[s].positions)
-        dec._errors.append(why)
+        dec.processes_lost += 1
+        with stopping:  # not once the consumer stopped the run (nothing would free the ring)
+            if state["stop"] or pool.closing:  # nor when the pool's owner closes it (exit)
+                return
+            redo, kept = dispatch.requeue(child, got)
+            where = _redo(redo)
+        if redo:
+            logger.info("%s: segment(s) %s of decoder process %d are decoded again by %s (%d of their frames it "
+                        "had delivered are kept)", info.source, ", ".join(map(str, redo)), child, where, kept)  # fmt: skip
+
+    def _redo(redo: list[int]) -> str:
+        others = [j for j in live if j not in state["dead"] and j not in state["done"] and pool.alive[j]]
+        if others:
+            for k in range(len(redo)):
+                dispatch.give(others[k % len(others)])
+            dispatch.end_if_done()
+            return f"decoder process(es) {', '.join(map(str, others))}"
+        if not local:
+            local.append(_run_here(dispatch.rest(), spec_of(dec.workers), ring, handle, n, state["freed"]))
+        return "threads in this process"
 
     def receive() -> None:
         conns = {pool.conns[i]: i for i in live}
         try:
-            while len(state["done"] | state["dead"]) < len(live) and not state["abandon"]:
+            while not state["abandon"]:
                 waiting = [c for c, i in conns.items() if i not in state["done"] | state["dead"]]
+                if not waiting:
+                    if not local or local_done.wait(0.5):
+                        break
+                    continue
                 for conn in wait(waiting, timeout=1.0):
                     i = conns[conn]
                     try:
                         msg = conn.recv()
                     except (EOFError, OSError):
                         pool.mark_dead(i)
-                        lost(i, f"decoder process {i} exited (exit code {pool.procs[i].poll()})")
+                        lost(i)
                         continue
-                    if msg[1] != job:
-                        continue  # a late message of an earlier run
-                    kind_ = msg[0]
-                    if kind_ == "frames":
-                        reorder.put_many([(p, Written(meta(ix, sec), i, None)) for p, ix, sec in msg[2]])
-                    elif kind_ == "seg":
-                        dispatch.done(i, msg[2])
-                        reorder.skip(msg[3], msg[4])
-                        dispatch.give(i)
-                    elif kind_ == "fail":
-                        state["fail"] = msg[2]
-                        reorder.fail(DecodeError(f"{info.source}: decoder process {i} failed: {msg[2]}"))
-                    elif kind_ == "done":
-                        counters.append(msg[2])
-                        state["done"].add(i)
+                    if msg[1] == job:  # else a late message of an earlier run
+                        handle(i, msg)
         except BaseException as exc:  # noqa: BLE001 - wake the consumer with it
             logger.debug("decoder process receiver failed", exc_info=True)
             reorder.fail(exc)
         finally:
-            # every child is done or gone: what has not come will not (e.g. all children died)
+            # every child is done or gone: what has not come will not
             reorder.skip(0, plan.total)
             finished.set()
 
@@ -172,7 +179,9 @@ def run_processes(
             if freed > freed_sent:
                 for i in live:
                     pool.send(i, ("free", job, freed))
-                freed_sent = freed
+                freed_sent = state["freed"] = freed
+            for here in local:  # the in-process fallback (started by the receiver at any time)
+                here.free(freed)
             try:
                 run = reorder.get_ready(batch_size - reorder.next_position % batch_size, timeout=0.005)
             except TimeoutError:
@@ -192,6 +201,15 @@ def run_processes(
             yield out
             asm.recycle()
     finally:
+        # bounded: at interpreter exit the receiver (a daemon thread) may be frozen holding it
+        locked = stopping.acquire(timeout=5)
+        try:
+            state["stop"] = True
+            for here in local:
+                here.cancel()
+        finally:
+            if locked:
+                stopping.release()
         for i in live:
             pool.send(i, ("stop", job))
         if not finished.wait(STOP_TIMEOUT):
@@ -210,6 +228,27 @@ def run_processes(
         if state["fail"] and not dec._errors:
             dec._errors.append(f"a decoder process failed: {state['fail']}")
         dec._ring_bytes = ring.nbytes
+
+
+def _run_here(segments: list[tuple[int, tuple[int, ...]]], spec: dict, ring: "Ring", handle: Any, ident: int,
+              freed: int) -> Any:  # fmt: skip
+    """Decode ``segments`` (``(segment, positions already delivered)``) with threads in this
+    process, into the same ring and with the same messages as a child (``handle(ident, msg)``):
+    the fallback once every decoder process is gone. Returns the running
+    :class:`~vidpipe.decode.procworker.ChildJob` (``free``, ``cancel``)."""
+    from vidpipe.decode.procworker import ChildJob
+
+    job = ChildJob(spec, ring.tensors, lambda msg: handle(ident, msg))
+    job.free(freed)
+    for s, have in segments:
+        if have:
+            job.redo(s, frozenset(have))
+        else:
+            job.segments.put(s)
+    for _ in range(spec["sessions"]):
+        job.segments.put(None)
+    threading.Thread(target=job.run, name="vidpipe-phere", daemon=True).start()
+    return job
 
 
 class _RingBatches(RowBatcher):

@@ -55,6 +55,7 @@ class ChildJob:
         self.cancelled = False
         self.cond = threading.Condition()
         self.segments: queue.Queue[int | None] = queue.Queue()
+        self.extra: list[threading.Thread] = []  # threads of segments decoded again (redo)
         self.dec = _decoder(spec)
 
     # --------------------------------------------------------------------------- the ring gate
@@ -100,6 +101,17 @@ class ChildJob:
 
     # ------------------------------------------------------------------------------- running
 
+    def redo(self, s: int, have: frozenset[int]) -> None:
+        """Decode segment ``s`` again (a decoder process that had it died) in a thread of its
+        own, skipping the positions in ``have`` (already delivered). Its own thread: the
+        segment holds the earliest positions the parent waits for, and this process's
+        threads may all be waiting for the parent to free ring slots past them."""
+        t = threading.Thread(target=self._worker, args=(-1 - len(self.extra), [(s, have)]),
+                             name="vidpipe-predo", daemon=True)  # fmt: skip
+        with self.cond:
+            self.extra.append(t)
+        t.start()
+
     def run(self) -> None:
         """Decode segments with ``sessions`` threads until the parent says there are no more."""
         threads = [
@@ -110,13 +122,19 @@ class ChildJob:
             t.start()
         for t in threads:
             t.join()
+        with self.cond:
+            extra = list(self.extra)
+        for t in extra:
+            t.join()
         d = self.dec
         self.send(("done", self.id, {
             "frames_decoded": d.frames_decoded, "frames_missing": d.frames_missing, "errors": list(d._errors),
             "fallbacks": list(d.fallbacks), "packet_reader": d.packet_reader,
         }))  # fmt: skip
 
-    def _worker(self, wid: int) -> None:
+    def _worker(self, wid: int, only: "list[tuple[int, frozenset[int]]] | None" = None) -> None:
+        """Decode the segments of the queue (or just those of ``only``: ``(segment, positions
+        not to write)``) until the end marker."""
         from vidpipe.decode.reorder import Cancelled
         from vidpipe.decode.workers import Emitter, SharedIndex, Stop, decode_segment, make_reader, new_session
 
@@ -128,16 +146,20 @@ class ChildJob:
         emit = Emitter(self, self, wid)
         try:
             while True:
-                s = self.segments.get()
+                if only is not None:
+                    s, have = only.pop() if only else (None, frozenset())
+                else:
+                    s, have = self.segments.get(), frozenset()
                 if s is None or self.cancelled:
                     break
                 seg = plan.segments[s]
                 if reader is None:
                     reader = make_reader(dec, plan, shared)
                 if sessions[0] is None:
-                    sessions[0] = new_session(dec, wid, failures)
+                    sessions[0] = new_session(dec, max(0, wid), failures)
+                out = emit if not have else _Skipping(emit, have)
                 try:
-                    failures += decode_segment(dec, seg, reader.steps(seg), sessions, wid, emit)
+                    failures += decode_segment(dec, seg, reader.steps(seg), sessions, wid, out)
                 except Stop:
                     pass
                 emit.flush()
@@ -155,6 +177,21 @@ class ChildJob:
                         closeable.close()
                 except Exception:  # noqa: BLE001
                     logger.debug("close failed", exc_info=True)
+
+
+class _Skipping:
+    """An emitter that leaves out the positions ``have`` (delivered before by a process that
+    died): they are neither written (their ring slot may hold a later batch now) nor reported."""
+
+    __slots__ = ("emit", "have")
+
+    def __init__(self, emit: Any, have: frozenset[int]) -> None:
+        self.emit = emit
+        self.have = have
+
+    def __call__(self, pos: int, meta: Any, ref: Any, stream: Any) -> None:
+        if pos not in self.have:
+            self.emit(pos, meta, ref, stream)
 
 
 def _decoder(spec: dict) -> Any:
@@ -241,7 +278,9 @@ def serve(conn: Any) -> bool:
             runner = threading.Thread(target=job.run, name="vidpipe-pjob", daemon=True)
             runner.start()
         elif job is not None and msg[1] == job.id:
-            if kind == "seg":
+            if kind == "redo":
+                job.redo(msg[2], frozenset(msg[3]))
+            elif kind == "seg":
                 if msg[2] is None:
                     for _ in range(job.spec["sessions"]):
                         job.segments.put(None)

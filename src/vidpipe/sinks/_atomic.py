@@ -11,6 +11,7 @@ never mistaken for output and may be deleted.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -18,10 +19,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from vidpipe.errors import SinkError
+from vidpipe.sinks._livefile import LiveFile
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["prepare_target", "open_temp", "open_live", "open_append", "close_live", "commit", "discard", "write_json_atomic"]
+__all__ = [
+    "prepare_target", "open_temp", "open_live", "open_append", "close_live", "commit", "discard", "write_json_atomic",
+    "removed", "removed_error",
+]
 
 
 def prepare_target(path: str | os.PathLike[str]) -> Path:
@@ -68,8 +73,9 @@ def open_temp(target: Path, *, binary: bool) -> tuple[Path, IO[Any]]:
     raise SinkError(f"cannot write output {str(target)!r}: too many stale temporary files next to it")
 
 
-def open_live(target: Path) -> IO[Any]:
-    """Open ``target`` itself for writing (truncating it): UTF-8 text, ``newline=""``.
+def open_live(target: Path) -> LiveFile:
+    """Open ``target`` itself for writing (truncating it): UTF-8 text, no newline translation,
+    each write straight to the OS and never left half written (:class:`LiveFile`).
 
     For append-only text tables written in whole rows (see :mod:`vidpipe.sinks.table`).
 
@@ -77,34 +83,55 @@ def open_live(target: Path) -> IO[Any]:
         SinkError: the file cannot be created.
     """
     try:
-        return open(target, "w", encoding="utf-8", newline="", buffering=1 << 20)  # noqa: SIM115
+        return LiveFile(target)
     except OSError as exc:
         raise SinkError(f"cannot write output {str(target)!r}: {exc.strerror or exc}") from exc
 
 
-def open_append(target: Path, keep_bytes: int) -> IO[Any]:
-    """Cut ``target`` to its first ``keep_bytes`` bytes and open it to append (UTF-8 text,
-    ``newline=""``): a resumed CSV/JSONL table (:mod:`vidpipe.sinks.resume`).
+def open_append(target: Path, keep_bytes: int) -> LiveFile:
+    """Cut ``target`` to its first ``keep_bytes`` bytes and open it to append whole rows (a
+    :class:`LiveFile`): a resumed CSV/JSONL table (:mod:`vidpipe.sinks.resume`).
 
     Raises:
         SinkError: the file cannot be cut or opened.
     """
     try:
-        os.truncate(target, keep_bytes)
-        return open(target, "a", encoding="utf-8", newline="", buffering=1 << 20)  # noqa: SIM115
+        return LiveFile(target, keep_bytes=keep_bytes)
     except OSError as exc:
         raise SinkError(f"cannot write output {str(target)!r}: {exc.strerror or exc}") from exc
 
 
-def close_live(fileobj: IO[Any], target: Path) -> None:
-    """Flush, fsync and close a file opened by :func:`open_live`."""
+def close_live(fileobj: IO[Any] | LiveFile, target: Path) -> None:
+    """Flush, fsync and close a file opened by :func:`open_live` or :func:`open_append`
+    (closed even when that fails)."""
     try:
         if not fileobj.closed:
             fileobj.flush()
             os.fsync(fileobj.fileno())
-            fileobj.close()
     except OSError as exc:
         raise SinkError(f"cannot write output {str(target)!r}: {exc.strerror or exc}") from exc
+    finally:
+        try:
+            fileobj.close()
+        except OSError:
+            pass
+
+
+def removed(fileobj: Any) -> bool:
+    """Whether the open file ``fileobj`` was deleted (its name, or its folder, removed while it
+    is written): what is written to it then goes nowhere a reader can find."""
+    try:
+        return os.fstat(fileobj.fileno()).st_nlink == 0
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def removed_error(what: str, target: Path, written: str) -> SinkError:
+    """The error of an output deleted while the run wrote it (see :func:`removed`)."""
+    folder = target.parent
+    gone = f" (its folder {str(folder)!r} is gone)" if not folder.exists() else ""
+    return SinkError(f"{what} {str(target)!r} was deleted while the run was writing it{gone}; stopped: the {written} "
+                     "written to it went with it")  # fmt: skip
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -125,18 +152,25 @@ def _fsync_dir(directory: Path) -> None:
 def commit(fileobj: IO[Any], tmp: Path, target: Path) -> None:
     """Flush, fsync and close ``fileobj`` (open on ``tmp``), then atomically rename it to ``target``.
 
-    On failure the temporary file is removed and :class:`SinkError` raised; ``target`` is left
-    as it was.
+    On failure :class:`SinkError` is raised and ``target`` is left as it was; the temporary file
+    is removed, except when only the rename failed (e.g. the folder was made read-only): then it
+    is complete and kept, named in the error (its ``kept`` attribute).
     """
     try:
         if not fileobj.closed:
             fileobj.flush()
             os.fsync(fileobj.fileno())
             fileobj.close()
-        os.replace(tmp, target)
     except OSError as exc:
         discard(fileobj, tmp)
         raise SinkError(f"cannot write output {str(target)!r}: {exc.strerror or exc}") from exc
+    try:
+        os.replace(tmp, target)
+    except OSError as exc:
+        error = SinkError(f"cannot write output {str(target)!r}: {exc.strerror or exc}; the finished file was left "
+                          f"as {str(tmp)!r}")  # fmt: skip
+        error.kept = tmp  # type: ignore[attr-defined]
+        raise error from exc
     _fsync_dir(target.parent)
 
 
@@ -156,12 +190,64 @@ def discard(fileobj: IO[Any] | None, tmp: Path) -> None:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write ``data`` as indented JSON to ``path`` through a temporary file and a rename."""
-    tmp, f = open_temp(path, binary=False)
+    """Write ``data`` as indented JSON to ``path`` through a temporary file and a rename.
+
+    On a full disk (no room for the temporary file) an existing ``path`` is overwritten in
+    place instead, when the new text fits in the space the file already holds (the running
+    metadata of a table being finalised): not atomic, but the metadata then tells the truth.
+    """
     try:
-        json.dump(data, f, indent=2, ensure_ascii=False, allow_nan=False)
-        f.write("\n")
-    except (OSError, ValueError, TypeError) as exc:
-        discard(f, tmp)
+        text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    except (ValueError, TypeError) as exc:
         raise SinkError(f"cannot write metadata {str(path)!r}: {exc}") from exc
-    commit(f, tmp, path)
+    try:
+        tmp, f = open_temp(path, binary=False)
+        try:
+            f.write(text)
+        except OSError as exc:
+            discard(f, tmp)
+            raise SinkError(f"cannot write metadata {str(path)!r}: {exc.strerror or exc}") from exc
+        try:
+            commit(f, tmp, path)
+        except SinkError as exc:
+            if getattr(exc, "kept", None) is not None:  # not renamed: a stray copy helps nobody
+                discard(None, tmp)
+                cause = exc.__cause__
+                reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else cause
+                raise SinkError(f"cannot write metadata {str(path)!r}: {reason}") from cause
+            raise
+    except SinkError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, OSError) and cause.errno in _NO_SPACE and _overwrite_in_place(path, text):
+            logger.info("%s: no space for a new copy; overwrote it in place", path)
+            return
+        raise
+
+
+#: errors that say the device (or the user's quota) is full
+_NO_SPACE = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+def _overwrite_in_place(path: Path, text: str) -> bool:
+    """Overwrite ``path`` with ``text`` when it fits in the blocks the file already holds (so
+    a full disk cannot refuse it half way); ``False`` when it does not fit or fails."""
+    data = text.encode("utf-8")
+    try:
+        fd = os.open(path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        held = getattr(os.fstat(fd), "st_blocks", 0) * 512
+        if len(data) > held:
+            return False
+        done = 0
+        while done < len(data):
+            done += os.pwrite(fd, data[done:], done)
+        os.ftruncate(fd, len(data))
+        os.fsync(fd)
+        return True
+    except OSError as exc:
+        logger.warning("%s: could not overwrite it in place (%s)", path, exc.strerror or exc)
+        return False
+    finally:
+        os.close(fd)

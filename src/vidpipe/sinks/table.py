@@ -130,6 +130,40 @@ def running(meta: dict[str, Any], temp_path: "Path | None") -> dict[str, Any]:
     return meta
 
 
+def finish_table(sink: Any, meta: dict[str, Any]) -> SinkError | None:
+    """Finish ``sink``'s file (its writer's end, then the rename or the live file's close);
+    on failure, a CSV/JSONL file is kept as it is (it ends at a row boundary), a Parquet
+    temporary file is removed (the target is left as it was), ``meta`` says so and the error is
+    returned (to raise once the metadata is written)."""
+    try:
+        sink._writer.finish(meta)
+        if sink._stream is not None:
+            pass
+        elif sink.temp_path is not None:
+            _atomic.commit(sink._file, sink.temp_path, sink.path)
+        else:
+            _atomic.close_live(sink._file, sink.path)
+        return None
+    except Exception as exc:  # noqa: BLE001 - returned, raised by the caller
+        error = exc if isinstance(exc, SinkError) else SinkError(
+            f"cannot finish output {str(sink.path)!r}: {getattr(exc, 'strerror', None) or exc}"
+        )  # fmt: skip
+    if sink._stream is None and getattr(error, "kept", None) is not None:
+        meta["note"] = f"the table could not be renamed into place: it was left as {str(error.kept)!r}"
+    elif sink._stream is None and sink.temp_path is not None:
+        _atomic.discard(sink._file, sink.temp_path)
+        meta["note"] = "the table could not be finished: nothing was written to its path"
+    elif sink._stream is None:
+        try:
+            sink._file.close()
+        except OSError:
+            pass
+    if meta.get("status") == "complete":
+        meta.update(status="partial", complete=False)
+    meta["reason"] = redact_text(f"{meta['reason']}; {error}" if meta.get("reason") else str(error))
+    return error
+
+
 class TableSink(Sink):
     """Writes one row per detection to ``path`` (CSV, JSONL or Parquet).
 
@@ -195,6 +229,7 @@ class TableSink(Sink):
         self._stream = stream
         self.temp_path: Path | None = None
         self._appending = keep_bytes is not None
+        self.gone = False  # the file was deleted while it was written (see write())
         if stream is not None:
             if self.format not in LIVE_FORMATS:
                 raise ConfigError(f"format={self.format!r} cannot be streamed; use 'csv' or 'jsonl'")
@@ -289,6 +324,9 @@ class TableSink(Sink):
             self._file.flush()  # each batch reaches the OS: bounded memory, visible progress
         except OSError as exc:
             raise SinkError(f"cannot write output {str(self.path)!r}: {exc.strerror or exc}") from exc
+        if self._stream is None and _atomic.removed(self._file):
+            self.gone = True  # nothing to finalise: no metadata is written beside a deleted file
+            raise _atomic.removed_error("output", self.path, f"{self.rows + len(rows)} rows")
         self._batches += 1
         self.frames += len(results)
         self.rows += len(rows)
@@ -344,20 +382,20 @@ class TableSink(Sink):
         return sealed(meta, self._extra_metadata, summary)
 
     def _finalize(self, summary: "RunSummary | None", *, complete: bool, reason: str | None) -> None:
+        if self.gone:  # deleted during the run (the error said so): close it, write nothing beside it
+            _atomic.discard(self._file, self.temp_path) if self.temp_path is not None else self._file.close()
+            return
         meta = self.metadata(summary, complete=complete, reason=reason)
-        try:
-            self._writer.finish(meta)
-        except Exception as exc:
-            self._discard()
-            raise SinkError(f"cannot finish output {str(self.path)!r}: {exc}") from exc
-        if self._stream is not None:
-            pass
-        elif self.temp_path is not None:
-            _atomic.commit(self._file, self.temp_path, self.path)
-        else:
-            _atomic.close_live(self._file, self.path)
+        error = finish_table(self, meta)
         if self.write_metadata:
-            _atomic.write_json_atomic(self.metadata_path, meta)
+            try:
+                _atomic.write_json_atomic(self.metadata_path, meta)
+            except SinkError as exc:
+                if error is None:
+                    raise
+                logger.warning("%s; its metadata %s still says it is running", exc, self.metadata_path)
+        if error is not None:
+            raise error
         where = "stdout" if self._stream is not None else str(self.path)
         if meta["status"] == "complete":
             logger.info("wrote %d detections of %d frames to %s", self.rows, self.frames, where)

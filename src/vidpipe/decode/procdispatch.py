@@ -1,0 +1,91 @@
+"""Which segments of a decoder-process run each child has (:mod:`vidpipe.decode.procrun`).
+
+Segments go out in stream order, a few ahead per child; a dead child's segments go back to the
+front of the line, with the positions it delivered, to be decoded again by another child (or by
+threads in the parent, :meth:`Dispatch.rest`). The end of the list is sent only once every
+segment is done.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vidpipe.decode.procpool import DecoderProcessPool
+    from vidpipe.decode.segments import DecodePlan
+
+__all__ = ["Dispatch"]
+
+
+class Dispatch:
+    """Segments given out to children, and what each has in flight.
+
+    The end of the list is sent only once every segment is done: until then a child that dies
+    can hand its segments to children still listening (:meth:`requeue`)."""
+
+    def __init__(self, pool: "DecoderProcessPool", plan: "DecodePlan", job: int) -> None:
+        self.pool = pool
+        self.plan = plan
+        self.job = job
+        self.next = 0
+        self.again: deque[tuple[int, tuple[int, ...]]] = deque()  # (segment, positions delivered)
+        self.inflight: list[set[int]] = [set() for _ in pool.conns]
+        self.ended: set[int] = set()  # children sent the end of the list
+        self.lock = threading.Lock()
+
+    def give(self, child: int) -> None:
+        """Send child ``child`` the next segment (one to decode again first); the end of the
+        list to every child once all are done."""
+        with self.lock:
+            have: tuple[int, ...] | None = None
+            if self.again:
+                s, have = self.again.popleft()
+            elif self.next < len(self.plan.segments):
+                s = self.next
+                self.next += 1
+            else:
+                s = None
+            if s is not None:
+                self.inflight[child].add(s)
+        if s is None:
+            self.end_if_done()
+            return
+        msg = ("seg", self.job, s) if have is None else ("redo", self.job, s, have)
+        if not self.pool.send(child, msg):
+            with self.lock:  # the child is gone before it got it: another one decodes it
+                self.inflight[child].discard(s)
+                self.again.append((s, have or ()))
+
+    def end_if_done(self) -> None:
+        with self.lock:
+            if self.again or self.next < len(self.plan.segments) or any(self.inflight):
+                return
+            children = [i for i in range(len(self.inflight)) if i not in self.ended]
+            self.ended.update(children)
+        for i in children:
+            self.pool.send(i, ("seg", self.job, None))
+
+    def done(self, child: int, s: int) -> None:
+        with self.lock:
+            self.inflight[child].discard(s)
+
+    def requeue(self, child: int, got: set[int]) -> tuple[list[int], int]:
+        """The dead ``child``'s segments (its in flight and not yet started), to be decoded
+        again, earliest first, without the positions already delivered (``got``); returns them
+        and how many positions of them were delivered."""
+        with self.lock:
+            gone = sorted(self.inflight[child])
+            self.inflight[child].clear()
+            redo = [(s, tuple(p for p in range(*self.plan.segments[s].positions) if p in got)) for s in gone]
+            self.again = deque(sorted([*redo, *self.again]))
+            return gone, sum(len(h) for _, h in redo)
+
+    def rest(self) -> list[tuple[int, tuple[int, ...]]]:
+        """Every segment not yet done nor in flight (the caller decodes them), in order."""
+        with self.lock:
+            out = [*sorted(self.again), *((s, ()) for s in range(self.next, len(self.plan.segments)))]
+            self.again.clear()
+            self.next = len(self.plan.segments)
+            return out
