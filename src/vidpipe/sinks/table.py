@@ -346,7 +346,10 @@ class TableSink(Sink):
             return
         section["done"].append(name)
         if self.write_metadata:
-            _atomic.write_json_atomic(self.metadata_path, self._running_metadata())
+            try:
+                _atomic.write_json_atomic(self.metadata_path, self._running_metadata())
+            except SinkError as exc:  # progress only: the run goes on; finalising says what failed
+                logger.warning("%s; a resume of this run would decode %s again", exc, name)
 
     def _running_metadata(self) -> dict[str, Any]:
         return running(self.metadata(None, complete=False), self.temp_path)
