@@ -113,6 +113,19 @@ class Inference:
         _warm_preprocessing(self.device, self.detector)
         self.warmup_s = time.perf_counter() - t0
 
+    def release(self) -> None:
+        """Drop the CUDA graph (its private memory pool returns to the allocator at once, not
+        when the run is garbage-collected); a later call runs the model eagerly."""
+        if self._runner is not self.detector:
+            if self.device.type == "cuda":
+                import torch
+
+                torch.cuda.synchronize(self.device)  # no replay may still read the pool freed below
+            limit = self._forward.limit
+            self._runner = self.detector
+            self._forward = self._oom_guarded(self.detector)
+            self._forward.limit = limit
+
     @staticmethod
     def _oom_guarded(detector: "Detector") -> Any:
         """The model forward, run in smaller slices after an out-of-memory error (said once,
