@@ -109,7 +109,19 @@ class Inference:
         t0 = time.perf_counter()
         self._runner = self._accelerated()
         self._forward = self._oom_guarded(self._runner)
-        self._runner.warmup(self.batch_size)
+        try:
+            self._runner.warmup(self.batch_size)
+        except Exception as exc:  # noqa: BLE001 - out of memory: the first batches back off instead
+            from vidpipe.models.backends.common import is_oom
+
+            if not is_oom(exc):
+                raise
+            import torch
+
+            del exc
+            torch.cuda.empty_cache()
+            logger.warning("warm-up at batch %d ran out of GPU memory; the model backs off on the first batches",
+                           self.batch_size)  # fmt: skip
         _warm_preprocessing(self.device, self.detector)
         self.warmup_s = time.perf_counter() - t0
 

@@ -93,7 +93,7 @@ class RunMemory:
         return dataclasses.replace(config, batch_size=self.plan.batch_size, decode_buffer_bytes=self.plan.decode_bytes)
 
     def start(self) -> None:
-        """Cap the allocator at the budget (a plan only); restart the peak counters (GPU only)."""
+        """With a plan: cap the allocator at the budget and restart its peak counters."""
         if self.device.type != "cuda":
             return
         import torch
@@ -103,36 +103,39 @@ class RunMemory:
         if self.plan is not None:
             self._before = cap_allocator(self.plan.budget, self.device)
             self._capped = True
-        torch.cuda.reset_peak_memory_stats(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)  # the run's peaks (only when bounded)
 
     def stop(self) -> None:
         """Record the peaks and lift the cap (idempotent)."""
         if self.device.type != "cuda":
             return
-        import torch
-
         from vidpipe.gpu_memory import restore_allocator
 
         if not self._peaks:
-            self._peaks = {
-                "peak_reserved": torch.cuda.max_memory_reserved(self.device),
-                "peak_allocated": torch.cuda.max_memory_allocated(self.device),
-            }
+            self._peaks = self._measure()
         if self._capped:
             self._capped = False
             restore_allocator(self._before, self.device)
 
-    def report(self) -> dict[str, Any] | None:
-        """The summary's ``gpu_memory`` (``None`` off the GPU): the plan's parts (MiB and why),
-        the budget, and the peaks of PyTorch's allocator since the run started."""
-        if self.device.type != "cuda":
-            return None
+    def _measure(self) -> dict[str, int]:
+        """With a budget: the allocator's peaks since the run started; without one (the peak
+        counters belong to the caller then): what it holds now."""
         import torch
 
-        peaks = self._peaks or {
-            "peak_reserved": torch.cuda.max_memory_reserved(self.device),
-            "peak_allocated": torch.cuda.max_memory_allocated(self.device),
-        }
+        if self.plan is not None:
+            return {
+                "peak_reserved": torch.cuda.max_memory_reserved(self.device),
+                "peak_allocated": torch.cuda.max_memory_allocated(self.device),
+            }
+        return {"reserved": torch.cuda.memory_reserved(self.device), "allocated": torch.cuda.memory_allocated(self.device)}
+
+    def report(self) -> dict[str, Any] | None:
+        """The summary's ``gpu_memory`` (``None`` off the GPU): the budget, the plan's parts (MiB
+        and why) and the allocator's peaks since the run started; without a budget, what the
+        allocator held at the end."""
+        if self.device.type != "cuda":
+            return None
+        peaks = self._peaks or self._measure()
         out: dict[str, Any] = self.plan.to_dict() if self.plan is not None else {"budget_mib": None}
         out.update({f"{k}_mib": mib(v) for k, v in peaks.items()})
         out["not_counted"] = "the CUDA context and NVDEC's decoder surfaces (driver memory, outside PyTorch)"

@@ -306,9 +306,10 @@ def gpu_memory_text(report: "Mapping[str, Any] | None") -> str:
     the budget and its parts in MiB, and the allocator's peak."""
     if not report:
         return ""
-    peak = f"peak reserved {report.get('peak_reserved_mib', '?')} MiB, allocated {report.get('peak_allocated_mib', '?')} MiB"
     if report.get("budget_mib") is None:
-        return f"gpu memory: no budget (max_gpu_memory); {peak}"
+        return (f"gpu memory: no budget (max_gpu_memory); {report.get('reserved_mib', '?')} MiB reserved, "
+                f"{report.get('allocated_mib', '?')} MiB allocated at the end")  # fmt: skip
+    peak = f"peak reserved {report.get('peak_reserved_mib', '?')} MiB, allocated {report.get('peak_allocated_mib', '?')} MiB"
     parts = ", ".join(f"{k} {v.get('mib')}" for k, v in (report.get("parts") or {}).items())
     batch = report.get("batch_size")
     lowered = f" (lowered from {report.get('requested_batch_size')})" if batch != report.get("requested_batch_size") else ""
