@@ -230,3 +230,10 @@ def test_cli_budget_too_small_and_a_bounded_run(bikes_path, tmp_path):
     meta = json.loads((tmp_path / "d.csv.meta.json").read_text())
     gm = meta["summary"]["stats"]["gpu_memory"]
     assert gm["budget_mib"] == 1024 and gm["peak_reserved_mib"] <= 1024 and gm["parts"]["decode"]["mib"] > 0
+
+
+def test_doctor_says_what_a_run_holds():
+    from vidpipe.doctor import run_checks
+
+    note = next(c for c in run_checks() if c.name == "GPU 0 memory")
+    assert "GiB free now" in note.detail and "--max-gpu-memory" in note.detail and "MiB of decoded frames" in note.detail

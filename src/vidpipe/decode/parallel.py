@@ -296,13 +296,14 @@ class SegmentParallelDecoder(Decoder):
         pin = self.buffer_device.type == "cpu" and self.device.type == "cuda"
         cuda = self.buffer_device.type == "cuda"
         self._pool = BufferPool(self.buffer_device, pin_memory=pin, max_free=window // batch_size + 4)
-        if cuda:  # the window's buffers now, fewer and smaller on out-of-memory errors
+        if cuda:  # the window's buffers now (a file of known length), fewer and smaller on out-of-memory errors
             from vidpipe.decode.gpu_buffers import reserve_buffers
 
-            asked = (batch_size, window)
-            batch_size, window = reserve_buffers(self._pool, shape, dtype, batch_size, window, source=self.info.source)
-            if (batch_size, window) != asked:
-                self.backoff = (batch_size, window)
+            ahead = window if plan.exact else 2 * batch_size  # unknown length: the rest as it comes
+            got = reserve_buffers(self._pool, shape, dtype, batch_size, ahead, source=self.info.source)
+            if got != (batch_size, ahead):
+                self.backoff = got
+                batch_size, window = got
             self._pool.oom_wait = OOM_WAIT_S  # mid-run: wait for a buffer to come back, then fail clearly
         asm = BatchAssembler(
             self._pool,
