@@ -131,6 +131,7 @@ class _TightPool:
         from vidpipe.ops.pool import BufferPool
 
         self.inner = BufferPool("cpu")
+        self.device = self.inner.device
         self.limit = limit
 
     def acquire(self, shape, dtype, **kw):

@@ -80,15 +80,24 @@ def reserve_buffers(
     """Allocate the ``window // batch + 2`` batch buffers of a run in ``pool`` (then hand them
     back to it for reuse), backing off on out-of-memory errors; returns the ``(batch, window)``
     that fit. Buffers already in the pool from an earlier run are reused."""
+    import contextlib
+
+    import torch
+
     frame_bytes = dtype.itemsize
     for s in row_shape:
         frame_bytes *= s
+    # on the device's default stream, which every run shares: the caching allocator keeps freed
+    # blocks per stream, and a run's own (pooled, rotating) streams would strand them between runs
+    cuda = pool.device.type == "cuda"
+    scope = torch.cuda.stream(torch.cuda.default_stream(pool.device)) if cuda else contextlib.nullcontext()
     first = (batch, window)
     while True:
         held: list[Any] = []
         try:
-            for _ in range(window // batch + 2):
-                held.append(pool.acquire((batch, *row_shape), dtype, wait=False))
+            with scope:
+                for _ in range(window // batch + 2):
+                    held.append(pool.acquire((batch, *row_shape), dtype, wait=False))
         except Exception as exc:  # noqa: BLE001 - only out-of-memory is handled
             if not is_cuda_oom(exc):
                 raise
