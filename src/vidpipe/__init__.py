@@ -23,6 +23,7 @@ from vidpipe.errors import (
     ConfigError,
     DecodeError,
     GpuFallbackError,
+    GpuMemoryError,
     ModelError,
     SinkError,
     SourceError,
@@ -71,6 +72,7 @@ __all__ = [
     "BackendUnavailableError",
     "SinkError",
     "GpuFallbackError",
+    "GpuMemoryError",
 ]
 
 
