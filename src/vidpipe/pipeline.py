@@ -98,7 +98,11 @@ class DetectionRun:
         if self.stages.needs_frames and not config.keep_frames:
             # a stage reads FrameResult.image: the sources keep the frames they decode
             config = dataclasses.replace(config, keep_frames=True)
-        self.memory = RunMemory(detector, config, specs)  # max_gpu_memory: may lower the batch
+        try:
+            self.memory = RunMemory(detector, config, specs)  # max_gpu_memory: may lower the batch
+        except BaseException:
+            self.stages.close()
+            raise
         config = self.memory.adjust(config)
         self.detector = detector
         self.config = config

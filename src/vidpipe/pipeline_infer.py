@@ -132,7 +132,11 @@ class Inference:
             if self.device.type == "cuda":
                 import torch
 
-                torch.cuda.synchronize(self.device)  # no replay may still read the pool freed below
+                try:
+                    torch.cuda.synchronize(self.device)  # no replay may still read the pool freed below
+                except Exception:  # noqa: BLE001 - a broken context: keep the graph, it dies with the run
+                    logger.debug("synchronize before dropping the CUDA graph failed", exc_info=True)
+                    return
             limit = self._forward.limit
             self._runner = self.detector
             self._forward = self._oom_guarded(self.detector)
