@@ -243,3 +243,28 @@ def test_doctor_says_what_a_run_holds():
 
     note = next(c for c in run_checks() if c.name == "GPU 0 memory")
     assert "GiB free now" in note.detail and "--max-gpu-memory" in note.detail and "MiB of decoded frames" in note.detail
+
+
+def test_cli_model_out_of_memory_even_at_batch_1_exits_2_with_valid_outputs(bikes_path, tmp_path):
+    """A real out-of-memory error in the model at batch 1: the allocator of the CLI's process is
+    capped at 1.5 GiB and the model runs at 8192x8192 (YOLOv3-tiny's first layer alone needs
+    ~2 GiB a frame there). One line, exit 2, the table and its metadata finished as partial."""
+    out = tmp_path / "d.csv"
+    script = (
+        "import sys, torch\n"
+        "total = torch.cuda.get_device_properties(0).total_memory\n"
+        "torch.cuda.set_per_process_memory_fraction(1.5 * 2**30 / total)\n"
+        "from vidpipe.cli import main\n"
+        f"sys.exit(main(['detect', {str(bikes_path)!r}, '--device', 'cuda', '--batch-size', '1', "
+        f"'--imgsz', '8192', '--max-frames', '16', '-o', {str(out)!r}]))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
+    err = [line for line in p.stderr.splitlines() if line.startswith("vidpipe: error:")]
+    assert len(err) == 1 and "out of memory" in err[0], p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+    meta = json.loads((tmp_path / "d.csv.meta.json").read_text())
+    assert meta["finished"] is True and meta["status"] in ("partial", "failed"), meta["status"]
+    assert "out of memory" in (meta["reason"] or "")
+    rows = out.read_text().splitlines()
+    assert rows[0].startswith("source,frame,") and len(rows) - 1 == meta["rows"]
