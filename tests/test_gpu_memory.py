@@ -28,7 +28,7 @@ def test_parse_sizes_and_fractions(text, want):
     assert got == want and type(got) is type(want)
 
 
-@pytest.mark.parametrize("bad", ["lots", "0", "-1", "1.5", "4XB", "", 0, -5, 1.5, 0.0, True, [1]])
+@pytest.mark.parametrize("bad", ["lots", "0", "-1", "1.5", "4", "4XB", "", 0, -5, 1.5, 0.0, True, [1]])
 def test_parse_rejects_with_the_argument_named(bad):
     with pytest.raises(ConfigError, match="max_gpu_memory"):
         parse_gpu_memory(bad)

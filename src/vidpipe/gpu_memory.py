@@ -96,6 +96,9 @@ def parse_gpu_memory(value: Any, *, name: str = "max_gpu_memory") -> "int | floa
     if not unit:
         if "." in m.group(1) or number <= 1:
             return parse_gpu_memory(number, name=name)  # a fraction
+        if number < MiB:  # "4" is surely not 4 bytes
+            raise ConfigError(f"{name}={value!r} would be {int(number)} bytes; give a unit (e.g. {value.strip()}GiB) "
+                              "or a fraction of the GPU's memory (e.g. 0.5)")  # fmt: skip
         return parse_gpu_memory(int(number), name=name)
     n = int(number * _UNITS[unit])
     if n < 1:
