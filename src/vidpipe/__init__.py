@@ -23,6 +23,7 @@ from vidpipe.errors import (
     ConfigError,
     DecodeError,
     GpuFallbackError,
+    GpuMemoryError,
     ModelError,
     SinkError,
     SourceError,
@@ -73,6 +74,7 @@ __all__ = [
     "BackendUnavailableError",
     "SinkError",
     "GpuFallbackError",
+    "GpuMemoryError",
 ]
 
 

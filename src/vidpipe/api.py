@@ -74,6 +74,7 @@ def detect(
     stages: "Sequence[Stage]" = (),
     keep_frames: bool = False,
     track: "bool | Mapping[str, Any] | TrackConfig | None" = None,
+    max_gpu_memory: "int | float | str | None" = None,
     **pipeline_options: Any,
 ) -> "DetectionRun":
     """Detect objects in videos, image folders or image files.
@@ -109,6 +110,12 @@ def detect(
             ``TrackConfig``) runs a ByteTrack tracker per stream before ``stages``: each
             frame's ``detections.track_ids`` holds its detections' track ids (``-1``: not in a
             confirmed track yet).
+        max_gpu_memory: one bound on the run's GPU memory -- decode buffers and rings, queued
+            inputs, kept frames, the model and its CUDA graph together: bytes (``4 << 30``,
+            ``"4GiB"``, ``"512MiB"``) or a fraction of the card (``0.5``). The batch is lowered if
+            it must; too small for batch 1 raises :class:`~vidpipe.errors.GpuMemoryError` naming
+            the minimum. ``run.summary().stats["gpu_memory"]`` says what each part got. Ignored on
+            the CPU. See :mod:`vidpipe.gpu_memory`.
 
     Returns:
         A :class:`~vidpipe.pipeline.DetectionRun`: iterate it for one
@@ -145,6 +152,7 @@ def detect(
         strict_gpu=strict_gpu,
         results_on_host=results_on_host,
         keep_frames=keep_frames,
+        max_gpu_memory=max_gpu_memory,
         **pipeline_options,
     )
     specs, failed = [], []

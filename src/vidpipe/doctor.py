@@ -186,6 +186,8 @@ def _gpu(state: dict[str, Any]) -> list[Check]:
                 ))
             except Exception as exc:  # noqa: BLE001
                 checks.append(Check(f"GPU {i}", False, f"cannot query: {_err(exc)}", "gpu"))
+                continue
+            checks.append(Check(f"GPU {i} memory", None, _memory_note(torch, i, p.total_memory), "gpu"))
     else:
         state.setdefault("cuda_reason", _cuda_reason(torch))
         checks.append(Check("CUDA", False, state["cuda_reason"], "gpu"))
@@ -193,6 +195,23 @@ def _gpu(state: dict[str, Any]) -> list[Check]:
     version, how = _driver_version()
     checks.append(Check("NVIDIA driver", version is not None, f"{version} (via {how})" if version else how, "gpu"))
     return checks
+
+
+def _memory_note(torch: Any, index: int, total: int) -> str:
+    """What is free on GPU ``index`` and what a detection run holds there by default (the parts
+    ``--max-gpu-memory`` bounds together, :mod:`vidpipe.gpu_memory`)."""
+    try:
+        free, _ = torch.cuda.mem_get_info(index)
+        now = f"{free / 2**30:.1f} GiB free now"
+    except Exception as exc:  # noqa: BLE001
+        now = f"free memory unknown ({_err(exc)})"
+    window = max(256 << 20, min(4 << 30, total // 16)) >> 20  # vidpipe.decode.nvdec.default_buffer_bytes
+    return (
+        f"{now}; a run holds by default up to {window} MiB of decoded frames per open video (NVDEC, at "
+        "most the video's frames; 4 videos open at once), the model at its batch and a CUDA graph of it, "
+        "and model inputs queued per video; --max-gpu-memory SIZE bounds them together and the summary "
+        "says what each part got"
+    )
 
 
 # -- NVDEC, NVENC, nvJPEG --------------------------------------------------------------------

@@ -17,6 +17,7 @@ __all__ = [
     "BackendUnavailableError",
     "SinkError",
     "GpuFallbackError",
+    "GpuMemoryError",
 ]
 
 
@@ -65,3 +66,8 @@ class SinkError(VidpipeError, OSError):
 
 class GpuFallbackError(VidpipeError, RuntimeError):
     """``strict_gpu`` was requested but a stage would have run on the CPU."""
+
+
+class GpuMemoryError(VidpipeError, MemoryError):
+    """The GPU memory budget (``max_gpu_memory``) or the GPU itself cannot hold even the smallest
+    working set of a run (batch 1, the fewest decode buffers)."""

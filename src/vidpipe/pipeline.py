@@ -91,12 +91,19 @@ class DetectionRun:
         keep_alive: bool = False,
         stages: "Sequence[Stage]" = (),
     ) -> None:
+        from vidpipe.pipeline_memory import RunMemory
         from vidpipe.stages.runner import StageRunner
 
         self.stages = StageRunner(stages, timer=self._time_stage)
         if self.stages.needs_frames and not config.keep_frames:
             # a stage reads FrameResult.image: the sources keep the frames they decode
             config = dataclasses.replace(config, keep_frames=True)
+        try:
+            self.memory = RunMemory(detector, config, specs)  # max_gpu_memory: may lower the batch
+        except BaseException:
+            self.stages.close()
+            raise
+        config = self.memory.adjust(config)
         self.detector = detector
         self.config = config
         self.device: "torch.device" = detector.device
@@ -236,6 +243,7 @@ class DetectionRun:
     # ------------------------------------------------------------------ start
     def _start(self) -> None:
         self._started = True
+        self.memory.start()  # max_gpu_memory: the allocator's cap, before the CUDA graph is captured
         self.infer.warm_up()  # on a GPU the clock starts warm: CUDA graph, cuDNN, kernels ready
         self.started_at = time.perf_counter()
         self.stats.start()
@@ -375,6 +383,8 @@ class DetectionRun:
                 st.error = st.error or f"{st.spec.name}: the run stopped after {st.frames} frames"
         self.stages.close()
         self._live.close()
+        self.infer.release()  # the CUDA graph's memory goes back now, not when the run is collected
+        self.memory.stop()
         self.finished_at = time.perf_counter()
         self._finalized.set()
 

@@ -53,6 +53,15 @@ class PipelineConfig:
             about ``(queue_depth + 2) x batch_size`` frames per open source (live:
             ``live.queue_frames``) plus those the caller keeps, 6.2 MB each at 1080p (a 1080p
             file at the defaults: up to ~6 x 32 x 6.2 MB = 1.2 GB per open source).
+        max_gpu_memory: one bound on the GPU memory of the run (pools, rings, batches, the model
+            together): bytes (``4 << 30``, ``"4GiB"``, ``"512MiB"``) or a fraction of the card
+            (``0.5``); ``None``: no bound. On a GPU the run plans what each part gets
+            (:mod:`vidpipe.gpu_memory`; ``summary().stats["gpu_memory"]``), lowers the batch if
+            it must, and caps PyTorch's caching allocator at the budget for the run. Too small
+            for batch 1: :class:`~vidpipe.errors.GpuMemoryError` naming the minimum. Ignored on
+            the CPU.
+        decode_buffer_bytes: each decoder's GPU frame window in bytes (``None``: the decoder's
+            default); set by the run from ``max_gpu_memory``'s plan.
     """
 
     decoder: str = "auto"
@@ -70,8 +79,12 @@ class PipelineConfig:
     decoder_processes: int | None = None
     live: LiveOptions = field(default_factory=LiveOptions)
     keep_frames: bool = False
+    max_gpu_memory: "int | float | str | None" = None
+    decode_buffer_bytes: int | None = None
 
     def __post_init__(self) -> None:
+        from vidpipe.gpu_memory import parse_gpu_memory
+
         from vidpipe.decode.registry import registered_backends
 
         check_choice("decoder", self.decoder, dict.fromkeys([*DECODER_NAMES, *registered_backends()]))
@@ -84,6 +97,9 @@ class PipelineConfig:
             from vidpipe.errors import ConfigError
 
             raise ConfigError(f"keep_frames={self.keep_frames!r}; expected True or False")
+        parse_gpu_memory(self.max_gpu_memory)
+        if self.decode_buffer_bytes is not None:
+            check_range("decode_buffer_bytes", self.decode_buffer_bytes, low=1, integer=True)
         self.decode_options()  # validates frame_skip, max_frames, start, end, decoder_processes
 
     def decode_options(self, stream_id: int = 0) -> DecodeOptions:
@@ -95,6 +111,7 @@ class PipelineConfig:
             stream_id=stream_id,
             reuse_buffers=True,  # each batch is preprocessed before the next is requested
             decoder_processes=self.decoder_processes,
+            gpu_buffer_bytes=self.decode_buffer_bytes,
         )
 
 

@@ -110,9 +110,38 @@ class Inference:
         t0 = time.perf_counter()
         self._runner = self._accelerated()
         self._forward = self._oom_guarded(self._runner)
-        self._runner.warmup(self.batch_size)
+        try:
+            self._runner.warmup(self.batch_size)
+        except Exception as exc:  # noqa: BLE001 - out of memory: the first batches back off instead
+            from vidpipe.models.backends.common import is_oom
+
+            if not is_oom(exc):
+                raise
+            import torch
+
+            del exc
+            torch.cuda.empty_cache()
+            logger.warning("warm-up at batch %d ran out of GPU memory; the model backs off on the first batches",
+                           self.batch_size)  # fmt: skip
         _warm_preprocessing(self.device, self.detector)
         self.warmup_s = time.perf_counter() - t0
+
+    def release(self) -> None:
+        """Drop the CUDA graph (its private memory pool returns to the allocator at once, not
+        when the run is garbage-collected); a later call runs the model eagerly."""
+        if self._runner is not self.detector:
+            if self.device.type == "cuda":
+                import torch
+
+                try:
+                    torch.cuda.synchronize(self.device)  # no replay may still read the pool freed below
+                except Exception:  # noqa: BLE001 - a broken context: keep the graph, it dies with the run
+                    logger.debug("synchronize before dropping the CUDA graph failed", exc_info=True)
+                    return
+            limit = self._forward.limit
+            self._runner = self.detector
+            self._forward = self._oom_guarded(self.detector)
+            self._forward.limit = limit
 
     @staticmethod
     def _oom_guarded(detector: "Detector") -> Any:

@@ -105,6 +105,9 @@ def run_summary(run: "DetectionRun", *, outputs: "Sequence[str]" = ()) -> "RunSu
         "model_batch_limit": run.model_batch_limit,  # set after an out-of-memory back-off
         "warmup_s": run.warmup_s,
     }
+    memory = run.memory.report()  # max_gpu_memory's plan and the allocator's peaks (GPU only)
+    if memory is not None:
+        stats["gpu_memory"] = memory
     return RunSummary(
         sources=tuple(sources),
         frames=frames,

@@ -274,6 +274,9 @@ class RunSummary:
         for s in self.sources:
             if s.decoder_reason and not s.decoder_reason.startswith(_PLAIN_REASONS):
                 lines.append(f"  {s.source}: {s.decoder} ({s.decoder_reason})")
+        memory = gpu_memory_text(self.stats.get("gpu_memory"))
+        if memory:
+            lines.append(memory)
         timing = _stage_timing(self.stats.get("stages_ms_per_frame"))
         if timing:
             lines.append(timing)
@@ -296,6 +299,21 @@ class RunSummary:
 
 # the run's own steps, shown first in this order; the stages after detection follow in theirs
 _STEP_ORDER = ("decode", "preprocess", "model", "postprocess")
+
+
+def gpu_memory_text(report: "Mapping[str, Any] | None") -> str:
+    """The summary's ``gpu memory`` line from ``stats["gpu_memory"]`` (:mod:`vidpipe.pipeline_memory`):
+    the budget and its parts in MiB, and the allocator's peak."""
+    if not report:
+        return ""
+    if report.get("budget_mib") is None:
+        return (f"gpu memory: no budget (max_gpu_memory); {report.get('reserved_mib', '?')} MiB reserved, "
+                f"{report.get('allocated_mib', '?')} MiB allocated at the end")  # fmt: skip
+    peak = f"peak reserved {report.get('peak_reserved_mib', '?')} MiB, allocated {report.get('peak_allocated_mib', '?')} MiB"
+    parts = ", ".join(f"{k} {v.get('mib')}" for k, v in (report.get("parts") or {}).items())
+    batch = report.get("batch_size")
+    lowered = f" (lowered from {report.get('requested_batch_size')})" if batch != report.get("requested_batch_size") else ""
+    return f"gpu memory: budget {report['budget_mib']} MiB: {parts} MiB; batch {batch}{lowered}; {peak}"
 
 
 def _stage_timing(ms: "Mapping[str, Any] | None") -> str:

@@ -43,7 +43,7 @@ _FLAGS = {
     "max_det": "--max-det", "strict_gpu": "--strict-gpu", "classes": "--classes", "names": "--names",
     "imgsz": "--imgsz", "device": "--device", "decoder": "--decoder", "dtype": "--dtype",
     "head": "--head", "letterbox": "--letterbox", "format": "--format", "conf": "--conf", "iou": "--iou",
-    "start": "--start", "end": "--end", "model": "--model",
+    "start": "--start", "end": "--end", "model": "--model", "max_gpu_memory": "--max-gpu-memory",
 }
 _PY_ARG = re.compile(r"\b(" + "|".join(_FLAGS) + r")= ?")
 

@@ -59,6 +59,21 @@ def _float_in(low: float, high: float | None = None, *, low_open: bool = False):
     return parse
 
 
+def _gpu_memory(text: str) -> "int | float":
+    """``--max-gpu-memory``: bytes with a unit (4GiB, 512MiB) or a fraction of the card (0.5)."""
+    from vidpipe.errors import ConfigError
+    from vidpipe.gpu_memory import parse_gpu_memory
+
+    try:
+        value = parse_gpu_memory(text)
+    except ConfigError:
+        raise argparse.ArgumentTypeError(
+            f"expected a size such as 4GiB, 512MiB or a byte count, or a fraction of the GPU's memory such as 0.5, "
+            f"got {text!r}"
+        ) from None
+    return value  # type: ignore[return-value]  # a string never parses to None
+
+
 def _device(text: str) -> str:
     if not _DEVICE.match(text.strip().lower()):
         raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda or cuda:N, got {text!r}")
@@ -118,6 +133,9 @@ def add_parser(sub, common) -> None:
     )
     p.add_argument("--format", choices=FORMATS, default=None,
                    help="table format (default: by the --output extension; csv per input; jsonl on stdout)")
+    p.add_argument("--max-gpu-memory", type=_gpu_memory, default=None, metavar="SIZE",
+                   help="one bound on the run's GPU memory (frame buffers, rings, batches, the model): "
+                   "4GiB, 512MiB, or a fraction of the card such as 0.5 (default: no bound)")
     p.add_argument("--strict-gpu", action="store_true", help="fail instead of falling back to the CPU on a GPU device")
     p.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                    help="progress bar on stderr (auto: on a terminal, off with -q)")
@@ -281,6 +299,7 @@ def run(args: argparse.Namespace) -> int:
         head=args.head,
         dtype=args.dtype,
         strict_gpu=args.strict_gpu,
+        max_gpu_memory=args.max_gpu_memory,
         results_on_host=True,
         letterbox=args.letterbox,
         live=live_options(args),

@@ -126,12 +126,17 @@ class BatchAssembler(RowBatcher):
     def _slot(self, batch: int, stream: Any) -> _Slot:
         with self._lock:
             slot = self._slots.get(batch)
-            if slot is None:
-                shape = (self.batch_size, *self.row_shape)
-                buf = self.pool.acquire(shape, self.dtype, wait=False)
-                slot = _Slot(buf)
-                self._slots[batch] = slot
+        if slot is not None:
             return slot
+        # outside the lock: the pool may wait for the consumer to recycle a buffer (out of memory)
+        buf = self.pool.acquire((self.batch_size, *self.row_shape), self.dtype, wait=False)
+        with self._lock:
+            slot = self._slots.get(batch)
+            if slot is None:
+                slot = self._slots[batch] = _Slot(buf)
+                return slot
+        self.pool.release(buf, None)  # another writer of this batch was first
+        return slot
 
     def write(self, position: int, ref: "FrameRef", *, writer: int, stream: Any) -> None:
         """Copy ``ref`` into its row. ``stream``: the CUDA stream the copy is issued on, which

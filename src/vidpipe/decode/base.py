@@ -95,6 +95,9 @@ class DecodeOptions:
         decoder_processes: NVDEC only: spread the decoder sessions over this many decoder
             processes (each with its own GIL; frames stay on the GPU), ``0``: threads in this
             process, ``None``: automatic (see :class:`~vidpipe.decode.nvdec.NvdecDecoder`).
+        gpu_buffer_bytes: NVDEC only: GPU memory for frames decoded ahead of the consumer (its
+            batch buffers, or the decoder processes' ring); ``None``: the decoder's default. A
+            bound: the decode batch is lowered until the fewest buffers fit (``max_gpu_memory``).
     """
 
     frame_skip: int = 1
@@ -105,6 +108,7 @@ class DecodeOptions:
     reuse_buffers: bool = False
     cpu_fallback: bool = True
     decoder_processes: int | None = None
+    gpu_buffer_bytes: int | None = None
 
     def __post_init__(self) -> None:
         check_range("frame_skip", self.frame_skip, low=1, integer=True)
@@ -115,6 +119,8 @@ class DecodeOptions:
         if self.end is not None:
             check_range("end", self.end, low=0, low_inclusive=False)
         check_range("stream_id", self.stream_id, low=0, integer=True)
+        if self.gpu_buffer_bytes is not None:
+            check_range("gpu_buffer_bytes", self.gpu_buffer_bytes, low=1, integer=True)
         if self.decoder_processes is not None:
             check_range("decoder_processes", self.decoder_processes, low=0, high=MAX_DECODER_PROCESSES, integer=True)
         if self.start is not None and self.end is not None and self.end <= self.start:

@@ -358,7 +358,8 @@ class NvdecDecoder(SegmentParallelDecoder):
             NVDEC decoders running at the same time in this process; 1: one session).
         segment_frames: frames per segment (``None``: sized from ``buffer_bytes``).
         buffer_bytes: GPU memory for frames decoded ahead of the consumer (``None``:
-            :func:`default_buffer_bytes`, 4 GiB on a large GPU, about 1,380 1080p frames).
+            ``options.gpu_buffer_bytes`` as a hard bound, else :func:`default_buffer_bytes`,
+            4 GiB on a large GPU, about 1,380 1080p frames; never more than the file's frames).
         fallback: retry a failing segment on PyAV (CPU) instead of leaving its frames out.
         stream_id: written into every :class:`~vidpipe.types.FrameMeta` (default:
             ``options.stream_id``).
@@ -426,6 +427,7 @@ class NvdecDecoder(SegmentParallelDecoder):
                 info, layout="yuv", annexb=annexb, extradata=extradata, threads=2, stream=torch.cuda.Stream(dev)
             )
 
+        bound = options.gpu_buffer_bytes if options is not None else None  # max_gpu_memory's share
         self.auto_workers = workers is None
         if processes is None and options is not None:
             processes = options.decoder_processes
@@ -440,9 +442,10 @@ class NvdecDecoder(SegmentParallelDecoder):
             annexb=annexb,
             workers=workers if workers is not None else default_workers(dev, codec),
             segment_frames=segment_frames,
-            buffer_bytes=buffer_bytes if buffer_bytes is not None else default_buffer_bytes(dev),
+            buffer_bytes=buffer_bytes if buffer_bytes is not None else (bound or default_buffer_bytes(dev)),
             stream_id=stream_id,
             index=index,
+            bounded=buffer_bytes is None and bound is not None,
         )
 
     def batches(self, batch_size: int) -> "Iterator[FrameBatch]":

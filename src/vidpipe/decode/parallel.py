@@ -59,6 +59,9 @@ __all__ = ["SegmentParallelDecoder", "PyAVParallelDecoder", "SessionFactory"]
 
 logger = logging.getLogger(__name__)
 
+#: seconds a decoder thread waits for a batch buffer to come back when allocating one runs out of
+#: GPU memory mid-run, before the run fails with :class:`~vidpipe.errors.GpuMemoryError`
+OOM_WAIT_S = 10.0
 #: ``factory(worker_id) -> Session``
 SessionFactory = Callable[[int], "Session"]
 
@@ -81,6 +84,8 @@ class SegmentParallelDecoder(Decoder):
         window: how many output positions workers may run ahead of the consumer (``None``: from
             ``buffer_bytes``).
         buffer_bytes: memory budget of frames held ahead of the consumer.
+        bounded: ``buffer_bytes`` is a hard bound (``max_gpu_memory``): the decode batch is
+            lowered until the window's buffers fit in it (:mod:`vidpipe.decode.gpu_buffers`).
         stream_id: written into every :class:`FrameMeta` (default: ``options.stream_id``).
         index: a scan to reuse (``None``: scanned on the first :meth:`batches`).
 
@@ -109,6 +114,7 @@ class SegmentParallelDecoder(Decoder):
         buffer_bytes: int = 2 << 30,
         stream_id: int | None = None,
         index: StreamIndex | None = None,
+        bounded: bool = False,
     ) -> None:
         import torch
 
@@ -129,6 +135,8 @@ class SegmentParallelDecoder(Decoder):
         self.segment_frames = segment_frames
         self.window = window
         self.buffer_bytes = int(buffer_bytes)
+        self.bounded = bool(bounded)
+        self.backoff: tuple[int, int] | None = None  # (batch, window) after an out-of-memory back-off
         self.stream_id = self.options.stream_id if stream_id is None else stream_id
         self.index = index
         self.plan: DecodePlan | None = None
@@ -179,6 +187,7 @@ class SegmentParallelDecoder(Decoder):
             "buffer_allocations": pool.allocations if pool else 0,
             "buffer_reuses": pool.reuses if pool else 0,
             "partial": self.partial,
+            "buffer_backoff": None if self.backoff is None else {"batch": self.backoff[0], "window": self.backoff[1]},
         }
 
     # ------------------------------------------------------------------------------ planning
@@ -231,11 +240,26 @@ class SegmentParallelDecoder(Decoder):
         times = [t for t in times if (start is None or t >= start) and (end is None or t < end)]
         self.timestamp_gaps = warn_timestamp_gaps(self.info.source, times)
 
+    def _fit_batch(self, batch_size: int) -> int:
+        """The decode batch under a memory bound (``bounded``: ``buffer_bytes`` came from
+        ``max_gpu_memory``): lowered until the fewest buffers fit, else ``batch_size``."""
+        if not self.bounded or self.buffer_device.type != "cuda":
+            return batch_size
+        from vidpipe.decode.gpu_buffers import fit_batch
+
+        fitted = fit_batch(batch_size, self.buffer_bytes, self._frame_bytes(), source=self.info.source)
+        if fitted < batch_size:
+            logger.info("%s: decoding in batches of %d to fit %d MiB of frame buffers", self.info.source, fitted,
+                        self.buffer_bytes >> 20)  # fmt: skip
+        return fitted
+
     def _window(self, batch_size: int) -> int:
         if self.window is not None:
             w = self.window
         else:
             w = self.buffer_bytes // max(1, self._frame_bytes())
+            if self.bounded:  # the window plus the two batches handed over and recycled
+                w = (w - 2 * batch_size) // batch_size * batch_size
         w = max(2 * batch_size, w)
         return -(-w // batch_size) * batch_size
 
@@ -254,7 +278,9 @@ class SegmentParallelDecoder(Decoder):
         batch_size = check_range("batch_size", batch_size, low=1, integer=True)
         self.error = None
         self.fallbacks = []
+        self.backoff = None
         self._reset_counters()
+        batch_size = self._fit_batch(batch_size)
         self.plan = plan = self._make_plan(batch_size)
         self._check_timestamps(plan)
         if self.index is not None and self.index.error is not None:
@@ -262,13 +288,25 @@ class SegmentParallelDecoder(Decoder):
         elif self.index is not None and (short := self._truncated(self.index)):
             self._errors.append(short)
         window = self._window(batch_size)
+        if plan.exact and plan.total:  # never more buffers than the file's frames fill
+            window = min(window, max(2 * batch_size, -(-plan.total // batch_size) * batch_size))
         procs = self._process_pool(plan) if plan.exact and len(plan.segments) > 1 else None
         if procs is not None:
             yield from self._run_in_processes(procs, plan, batch_size, window)
             return
         shape, dtype, fmt = self._row()
         pin = self.buffer_device.type == "cpu" and self.device.type == "cuda"
+        cuda = self.buffer_device.type == "cuda"
         self._pool = BufferPool(self.buffer_device, pin_memory=pin, max_free=window // batch_size + 4)
+        if cuda:  # the window's buffers now (a file of known length), fewer and smaller on out-of-memory errors
+            from vidpipe.decode.gpu_buffers import reserve_buffers
+
+            ahead = window if plan.exact else 2 * batch_size  # unknown length: the rest as it comes
+            got = reserve_buffers(self._pool, shape, dtype, batch_size, ahead, source=self.info.source)
+            if got != (batch_size, ahead):
+                self.backoff = got
+                batch_size, window = got
+            self._pool.oom_wait = OOM_WAIT_S  # mid-run: wait for a buffer to come back, then fail clearly
         asm = BatchAssembler(
             self._pool,
             batch_size=batch_size,

@@ -62,10 +62,19 @@ def run_processes(
     yield its batches in order; see the module docstring. ``spec`` holds the job settings the
     children need besides the plan (``sessions``, ``fallback``, ...)."""
 
+    from vidpipe.decode.gpu_buffers import ring_with_backoff
+
     shape, dtype, fmt = dec._row()
     n = len(pool.conns)
     slots = max(3, window // batch_size)
-    ring = pool.ring((batch_size, *shape), dtype, slots, dec.buffer_device)
+    asked = (batch_size, slots)
+    ring, batch_size = ring_with_backoff(
+        lambda b, k: pool.ring((b, *shape), dtype, k, dec.buffer_device), batch_size, slots, dec._frame_bytes(),
+        source=dec.info.source,
+    )  # fmt: skip
+    slots = ring.slots
+    if (batch_size, slots) != asked:
+        dec.backoff = (batch_size, slots * batch_size)
     job = next(_jobs)
     live = [i for i in range(n) if pool.alive[i]]
     per = max(1, -(-dec.workers // max(1, len(live))))

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from vidpipe.decode.assemble import Written
 from vidpipe.decode.reorder import Cancelled, ReorderBuffer
 from vidpipe.decode.routing import DemuxReader, Routed, packet_numbers
+from vidpipe.errors import GpuMemoryError
 
 if TYPE_CHECKING:
     from vidpipe.decode.assemble import BatchAssembler
@@ -146,7 +147,7 @@ def decode_segment(
     failed = 0
     try:
         run([])
-    except Cancelled:
+    except (Cancelled, GpuMemoryError):  # no buffer for the frames: no fallback can help
         raise
     except Exception as exc:  # noqa: BLE001 - a session failure is handled per segment
         failed = 1
@@ -172,7 +173,7 @@ def decode_segment(
             try:
                 sessions[0] = dec.fallback_factory(worker)
                 run(list(seen))
-            except Cancelled:
+            except (Cancelled, GpuMemoryError):
                 raise
             except Exception as exc2:  # noqa: BLE001
                 dec._note_error(seg, f"{reason}; the fallback failed too ({type(exc2).__name__}: {exc2})")

@@ -100,19 +100,26 @@ class BufferPool:
         device: where buffers live (``torch.device`` or string).
         pin_memory: for CPU buffers, allocate page-locked memory (fast async uploads).
         max_free: most released buffers kept per shape; extra ones are dropped.
+        oom_wait: seconds :meth:`acquire` waits for a released buffer when allocating a new one
+            runs out of GPU memory, then raises :class:`~vidpipe.errors.GpuMemoryError` (``0``:
+            PyTorch's error is raised as is).
 
     Thread-safe.
     """
 
-    def __init__(self, device: "torch.device | str", *, pin_memory: bool = False, max_free: int = 8) -> None:
+    def __init__(
+        self, device: "torch.device | str", *, pin_memory: bool = False, max_free: int = 8, oom_wait: float = 0.0
+    ) -> None:
         import torch
 
         self.device = torch.device(device)
         self.pin_memory = bool(pin_memory) and self.device.type == "cpu"
         self.max_free = max_free
+        self.oom_wait = float(oom_wait)
         self.stats = PoolStats()
         self._free: dict[tuple, list[Buffer]] = {}
         self._lock = threading.Lock()
+        self._released = threading.Condition(self._lock)
 
     def acquire(self, shape: tuple[int, ...], dtype: "torch.dtype", *, stream: Any = None, wait: bool = True) -> Buffer:
         """A buffer of ``shape`` and ``dtype``, reused when one was released.
@@ -125,19 +132,19 @@ class BufferPool:
         import torch
 
         key = (tuple(int(s) for s in shape), dtype)
-        buf = None
         with self._lock:
-            free = self._free.get(key, [])
-            for i in range(len(free) - 1, -1, -1):  # oldest release first
-                if not free[i].in_use_elsewhere():
-                    buf = free.pop(i)
-                    self.stats.reuses += 1
-                    break
+            buf = self._take_free(key)
+        if buf is None:
+            try:
+                t = torch.empty(key[0], dtype=dtype, device=self.device, pin_memory=self.pin_memory)
+            except torch.cuda.OutOfMemoryError as exc:
+                if self.oom_wait <= 0:
+                    raise
+                buf = self._wait_for_release(key, exc)
         if buf is not None:
             if wait:
                 buf.wait(stream)
             return buf
-        t = torch.empty(key[0], dtype=dtype, device=self.device, pin_memory=self.pin_memory)
         buf = Buffer(t, key)
         with self._lock:
             self.stats.allocations += 1
@@ -148,6 +155,40 @@ class BufferPool:
                 "pool: new %s %s buffer on %s (%d bytes held)", key[0], dtype, self.device, self.stats.allocated_bytes
             )
         return buf
+
+    def _take_free(self, key: tuple) -> "Buffer | None":
+        """A released buffer of ``key`` nobody references any more (lock held)."""
+        free = self._free.get(key, [])
+        for i in range(len(free) - 1, -1, -1):  # oldest release first
+            if not free[i].in_use_elsewhere():
+                self.stats.reuses += 1
+                return free.pop(i)
+        return None
+
+    def _wait_for_release(self, key: tuple, exc: BaseException) -> Buffer:
+        """Out of GPU memory for a new buffer: wait up to ``oom_wait`` s for one to come back."""
+        import time
+
+        from vidpipe.errors import GpuMemoryError
+
+        deadline = time.monotonic() + self.oom_wait
+        with self._released:
+            while True:
+                buf = self._take_free(key)
+                if buf is not None:
+                    return buf
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._released.wait(min(left, 0.05))  # a kept buffer frees itself without a release
+        nbytes = 1
+        for s in key[0]:
+            nbytes *= s
+        raise GpuMemoryError(
+            f"out of GPU memory for a {nbytes * key[1].itemsize >> 20} MiB batch buffer on {self.device}, and none "
+            f"came back within {self.oom_wait:g} s ({self.stats.allocated_bytes >> 20} MiB held by this pool); "
+            "lower max_gpu_memory's other parts, batch_size, or free GPU memory"
+        ) from exc
 
     def release(self, buf: Buffer, event: Any = None) -> None:
         """Give ``buf`` back. ``event``: a CUDA event recorded after the last work reading it
@@ -161,6 +202,7 @@ class BufferPool:
                 old = free.pop()
                 self.stats.allocated_bytes -= old.nbytes
                 self.stats.retired += 1
+            self._released.notify_all()
 
     def clear(self) -> None:
         """Drop every released buffer (their memory returns to PyTorch's allocator)."""

@@ -61,6 +61,7 @@ class FileSource:
             yield from drive(
                 dec.batches(config.batch_size), to_input, device=device, stop=ctx.stop, stats=ctx.stats, state=state
             )
+            _note_buffers(dec, state)
             procs = getattr(dec, "processes_used", 0)
             if procs:
                 state.decoder_reason = f"{state.decoder_reason}; sessions in {procs} decoder processes"
@@ -71,6 +72,18 @@ class FileSource:
             elif state.produced == 0 and not state.stopped:
                 state.extra["note"] = empty_selection_note(dec.info, config)
                 logger.warning("%s: no frames: %s", self.spec.name, state.extra["note"])
+
+
+def _note_buffers(dec: Any, state: "SourceState") -> None:
+    """The decoder's GPU frame buffers in the source's summary (``gpu_buffers_mib``), and its
+    out-of-memory back-off (``gpu_buffer_backoff``) if one happened."""
+    stats = getattr(dec, "stats", None)
+    if not callable(stats) or getattr(dec, "buffer_device", None) is None or dec.buffer_device.type != "cuda":
+        return
+    s = stats()
+    state.extra["gpu_buffers_mib"] = round(s.get("buffer_peak_bytes", 0) / (1 << 20), 1)
+    if s.get("buffer_backoff"):
+        state.extra["gpu_buffer_backoff"] = s["buffer_backoff"]
 
 
 def empty_selection_note(info: Any, config: "PipelineConfig") -> str:
