@@ -304,7 +304,6 @@ class DetectionRun:
                 yield batch
         finally:
             self.close()
-            self.infer.release()  # this thread ran the model: the graph is free for the next run
 
     def stop(self) -> None:
         """Ask the run to end early (thread- and signal-handler-safe): the workers stop reading,
@@ -383,7 +382,7 @@ class DetectionRun:
                 st.error = st.error or f"{st.spec.name}: the run stopped after {st.frames} frames"
         self.stages.close()
         self._live.close()
-        self.infer.release()  # the CUDA graph's memory goes back now, not when the run is collected
+        self.infer.release()  # the CUDA graph goes back to the detector now, not when the run is collected
         self.memory.stop()
         self.finished_at = time.perf_counter()
         self._finalized.set()

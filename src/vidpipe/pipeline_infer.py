@@ -12,6 +12,7 @@ the same calls run in order, without streams or events.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -93,6 +94,7 @@ class Inference:
         self.batch_size = config.batch_size
         self._runner = detector  # what the consumer calls: the detector, or its CUDA-graph twin
         self._twin_key: tuple[Any, ...] | None = None  # set while a twin is borrowed
+        self._call_lock = threading.Lock()  # a model call and release() never overlap
         self._forward = self._oom_guarded(detector)
         self._post_stream: Any = None  # CUDA stream of head + NMS + device->host copies
         self.warmup_s = 0.0
@@ -126,23 +128,6 @@ class Inference:
         _warm_preprocessing(self.device, self.detector)
         self.warmup_s = time.perf_counter() - t0
 
-    def release(self) -> None:
-        """Drop the CUDA graph (its private memory pool returns to the allocator at once, not
-        when the run is garbage-collected); a later call runs the model eagerly."""
-        if self._runner is not self.detector:
-            if self.device.type == "cuda":
-                import torch
-
-                try:
-                    torch.cuda.synchronize(self.device)  # no replay may still read the pool freed below
-                except Exception:  # noqa: BLE001 - a broken context: keep the graph, it dies with the run
-                    logger.debug("synchronize before dropping the CUDA graph failed", exc_info=True)
-                    return
-            limit = self._forward.limit
-            self._runner = self.detector
-            self._forward = self._oom_guarded(self.detector)
-            self._forward.limit = limit
-
     @staticmethod
     def _oom_guarded(detector: "Detector") -> Any:
         """The model forward, run in smaller slices after an out-of-memory error (said once,
@@ -171,12 +156,27 @@ class Inference:
         return self.detector.twins.take(self._twin_key, capture)
 
     def release(self) -> None:
-        """Give the borrowed CUDA-graph twin back to the detector for its next run; call from
-        the thread that ran the model, once it is done with it. Idempotent."""
-        key, self._twin_key = self._twin_key, None
-        if key is not None and self._runner is not self.detector:
+        """Give the borrowed CUDA-graph twin back to the detector for its next run (its memory
+        stays with the detector, which keeps a bounded number: :mod:`vidpipe.models.twins`);
+        later calls of this run run the model eagerly. Safe from any thread: it waits for a
+        model call in progress to be queued and for the GPU to finish it. Idempotent."""
+        with self._call_lock:
+            key, self._twin_key = self._twin_key, None
+            if key is None or self._runner is self.detector:
+                return
+            if self.device.type == "cuda":
+                import torch
+
+                try:
+                    torch.cuda.synchronize(self.device)  # no replay may still use the graph's buffers
+                except Exception:  # noqa: BLE001 - a broken context: keep the graph, it dies with the run
+                    logger.debug("synchronize before giving the CUDA graph back failed", exc_info=True)
+                    return
             self.detector.twins.give(key, self._runner)
-        self._runner = self.detector
+            limit = self._forward.limit
+            self._runner = self.detector
+            self._forward = self._oom_guarded(self.detector)
+            self._forward.limit = limit
 
     def launch(self, chunks: "list[QueuedChunk]", torch: Any) -> "_InFlight":
         """Join the chunks into one model input and queue the model on it (current stream)."""
@@ -194,7 +194,8 @@ class Inference:
         n = len(inp)
         timer = self.stats.time_gpu("model", n, cur) if cuda else self.stats.time("model", n)
         with timer:
-            raw = self._forward(inp.tensor)
+            with self._call_lock:
+                raw = self._forward(inp.tensor)
         done = None
         if cuda:
             done = torch.cuda.Event()
