@@ -161,6 +161,9 @@ class Inference:
         later calls of this run run the model eagerly. Safe from any thread: it waits for a
         model call in progress to be queued and for the GPU to finish it. Idempotent."""
         with self._call_lock:
+            post, self._post_stream = self._post_stream, None
+            if post is not None:
+                self.detector.cuda_streams.give(self.device, post)
             key, self._twin_key = self._twin_key, None
             if key is None or self._runner is self.detector:
                 return
@@ -203,8 +206,8 @@ class Inference:
         return _InFlight(inp, raw, done)
 
     def _post_stream_for(self, torch: Any) -> Any:
-        if self._post_stream is None:
-            self._post_stream = torch.cuda.Stream(self.device)
+        if self._post_stream is None:  # the detector's, kept across runs (see Detector.cuda_streams)
+            self._post_stream = self.detector.cuda_streams.take(self.device, lambda: torch.cuda.Stream(self.device))
         return self._post_stream
 
     def finish(self, job: "_InFlight", torch: Any) -> Iterator[list[FrameResult]]:

@@ -131,6 +131,9 @@ class Detector:
         self._classes: torch.Tensor | None = None
         #: CUDA-graph twins of this detector, kept across runs (:mod:`vidpipe.models.twins`)
         self.twins: GraphTwins[Detector] = GraphTwins()
+        #: CUDA streams lent to the runs' workers and post-processing, kept across runs so the
+        #: caching allocator's blocks cached on them are reused (:mod:`vidpipe.models.twins`)
+        self.cuda_streams: GraphTwins[Any] = GraphTwins(keep_idle=32)
         if self.config.classes is not None:
             import torch
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from vidpipe.models.twins import GraphTwins
     from vidpipe.pipeline_config import SourceState
     from vidpipe.stats import PipelineStats
     from vidpipe.types import ModelInput
@@ -21,13 +22,15 @@ if TYPE_CHECKING:
 __all__ = ["stream_scope", "ready_event", "drive"]
 
 
-def stream_scope(device: Any) -> tuple[Any, Any]:
-    """A fresh CUDA stream and its context for ``device`` (``None`` and a no-op on the CPU)."""
+def stream_scope(device: Any, lender: "GraphTwins[Any] | None" = None) -> tuple[Any, Any]:
+    """A CUDA stream and its context for ``device`` (``None`` and a no-op on the CPU): borrowed
+    from ``lender`` (a detector's :attr:`~vidpipe.models.detector.Detector.cuda_streams`; give it
+    back with ``lender.give(device, stream)``), or a fresh one."""
     import torch
 
     if device.type != "cuda":
         return None, contextlib.nullcontext()
-    stream = torch.cuda.Stream(device)
+    stream = lender.take(device, lambda: torch.cuda.Stream(device)) if lender is not None else torch.cuda.Stream(device)
     return stream, torch.cuda.stream(stream)
 
 
@@ -50,6 +53,7 @@ def drive(
     stop: threading.Event,
     stats: "PipelineStats",
     state: "SourceState",
+    streams: "GraphTwins[Any] | None" = None,
 ) -> Iterator[tuple["ModelInput", Any]]:
     """Pull decoded batches and turn them into model inputs on the worker's own CUDA stream.
 
@@ -57,21 +61,26 @@ def drive(
 
     The decode step (``next(batches)``) runs inside the stream scope too: a decoder that uploads
     (PyAV -> CUDA) or copies (NVDEC) queues that work on the current stream, which must be the
-    worker's, so the ready event recorded after ``to_input`` covers it.
+    worker's, so the ready event recorded after ``to_input`` covers it. ``streams``: where that
+    stream is borrowed from (and given back to at the end), see :func:`stream_scope`.
     """
-    stream, scope = stream_scope(device)
-    while True:
-        if stop.is_set():
-            state.stopped = True
-            return
-        with scope:
-            t0 = time.perf_counter()
-            batch = next(batches, None)
-            if batch is None:
+    stream, scope = stream_scope(device, streams)
+    try:
+        while True:
+            if stop.is_set():
+                state.stopped = True
                 return
-            t1 = time.perf_counter()
-            inp = to_input(batch)
-            ready = ready_event(stream)
-        stats.add("decode", t1 - t0, len(batch))
-        stats.add("preprocess", time.perf_counter() - t1, len(batch))
-        yield inp, ready
+            with scope:
+                t0 = time.perf_counter()
+                batch = next(batches, None)
+                if batch is None:
+                    return
+                t1 = time.perf_counter()
+                inp = to_input(batch)
+                ready = ready_event(stream)
+            stats.add("decode", t1 - t0, len(batch))
+            stats.add("preprocess", time.perf_counter() - t1, len(batch))
+            yield inp, ready
+    finally:
+        if streams is not None and stream is not None:
+            streams.give(device, stream)  # queued work stays ordered on it; the next user comes after

@@ -59,7 +59,8 @@ class FileSource:
             state.decoder_reason = dec.choice.reason
             state.expected_frames = expected_frames(dec.info, config)
             yield from drive(
-                dec.batches(config.batch_size), to_input, device=device, stop=ctx.stop, stats=ctx.stats, state=state
+                dec.batches(config.batch_size), to_input, device=device, stop=ctx.stop, stats=ctx.stats, state=state,
+                streams=detector.cuda_streams,
             )
             _note_buffers(dec, state)
             procs = getattr(dec, "processes_used", 0)
