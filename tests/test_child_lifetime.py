@@ -28,6 +28,7 @@ import ffmpeg_cli
 import pytest
 from media import read_stamp
 from proctrack import ParentScript, children, process, running, wait_gone
+from live.need import require_nginx
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")
 
@@ -104,19 +105,10 @@ time.sleep(600)
 """
 
 
-def _require_nginx():
-    from vidpipe.bench.rtmp_server import find_nginx
-
-    try:
-        return find_nginx()
-    except FileNotFoundError as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"{exc}; CI must install it (.ci/run)")
-        pytest.skip(str(exc))
 
 
 def test_rtmp_server_and_publishers_die_with_a_killed_parent(make_clip):
-    _require_nginx()
+    require_nginx()
     clip = make_clip(".mp4", frames=50, gop=10, width=160, height=96)
     parent = ParentScript(SERVER_SCRIPT, str(clip.path), match=b"", ready_s=120.0)
     try:

@@ -50,8 +50,8 @@ def detect_to_table(
         plus what :func:`vidpipe.detect` and :class:`~vidpipe.sinks.TableSink` raise.
     """
     import vidpipe
-    from vidpipe.cli._outputs import Outputs, OutputSpec
-    from vidpipe.cli._resume import RECORDED, plan_inputs
+    from vidpipe.sinks.outputs import Outputs, OutputSpec
+    from vidpipe.sinks.resume_plan import RECORDED, plan_inputs
     from vidpipe.sinks.resume import ResumeError
 
     if not isinstance(resume, bool):

@@ -11,24 +11,14 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 import av
-import pytest
 
 from vidpipe.bench.realclip import build_real_clip
+from live.need import require_nginx
 
 
-def _require_nginx():
-    from vidpipe.bench.rtmp_server import find_nginx
-
-    try:
-        return find_nginx()
-    except FileNotFoundError as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"{exc}; CI must install it (.ci/run)")
-        pytest.skip(str(exc))
 
 
 def test_real_clip_is_scaled_retimed_and_camera_like(tmp_path):
@@ -50,7 +40,7 @@ def test_real_clip_is_scaled_retimed_and_camera_like(tmp_path):
 
 
 def test_published_rtmp_streams_play_back_at_their_rate(tmp_path):
-    _require_nginx()
+    require_nginx()
     from vidpipe.bench.publish import publish
     from vidpipe.bench.rtmp_server import RtmpServer
 

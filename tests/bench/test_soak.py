@@ -18,22 +18,14 @@ import os
 
 import pytest
 import torch
+from live.need import require_nginx
 
 
-def _require_nginx():
-    from vidpipe.bench.rtmp_server import find_nginx
-
-    try:
-        return find_nginx()
-    except FileNotFoundError as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"{exc}; CI must install it (.ci/run)")
-        pytest.skip(str(exc))
 
 
 @pytest.mark.slow
 def test_soak_of_live_streams_from_a_local_server(tmp_path):
-    _require_nginx()
+    require_nginx()
     from vidpipe.bench.procstats import children
     from vidpipe.bench.soak import SoakResult, run_soak_bench
 

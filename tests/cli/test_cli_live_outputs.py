@@ -1,4 +1,4 @@
-"""The CLI's outputs with a live input in the run (cli/_outputs.py): nothing is held back for
+"""The CLI's outputs with a live input in the run (vidpipe.sinks.outputs): nothing is held back for
 input order (a live input never ends), and the table has the capture-time columns.
 
 Real components: a real ``DetectionRun`` (its inputs classified as the CLI does; not iterated,
@@ -13,7 +13,7 @@ import dataclasses
 
 import pytest
 
-from vidpipe.cli._outputs import Outputs, OutputSpec
+from vidpipe.sinks.outputs import Outputs, OutputSpec
 from vidpipe.sinks import CAPTURE_COLUMNS, COLUMNS
 
 

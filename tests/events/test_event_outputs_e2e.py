@@ -30,7 +30,7 @@ def _classes_per_frame(table):
 
 def test_detect_writes_events_beside_the_table_and_posts_them(bikes_path, tmp_path):
     from vidpipe.cli._event_args import detect_events
-    from vidpipe.cli._outputs import Outputs, OutputSpec
+    from vidpipe.sinks.outputs import Outputs, OutputSpec
 
     hook = Receiver().start()
     try:

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-__all__ = ["in_ci", "require"]
+__all__ = ["in_ci", "require", "require_nginx"]
 
 
 def in_ci() -> bool:
@@ -21,3 +21,15 @@ def require(reason: str | None) -> None:
     if in_ci():
         pytest.fail(f"{reason}; CI must install it (.ci/run)", pytrace=False)
     pytest.skip(reason)
+
+
+def require_nginx() -> tuple:
+    """nginx with its RTMP module (``vidpipe.bench.rtmp_server.find_nginx``), or skip/fail as
+    :func:`require` does."""
+    from vidpipe.bench.rtmp_server import find_nginx
+
+    try:
+        return find_nginx()
+    except FileNotFoundError as exc:
+        require(str(exc))
+        raise

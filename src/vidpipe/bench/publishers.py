@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from vidpipe.lifetime.keeper import Keeper
+from vidpipe.lifetime.keeper import Keeper, reap
 
 __all__ = ["PublisherProcesses", "local_streams"]
 
@@ -62,12 +62,7 @@ class PublisherProcesses:
         for p in self.procs:
             if p.poll() is None:
                 p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=5)
+        reap(self.procs)
         self.procs = []
         if self._keeper is not None:
             self._keeper.close()

@@ -183,7 +183,7 @@ def _preview(args: argparse.Namespace) -> tuple:
 
 def _output_spec(args: argparse.Namespace):
     """The ``--output``/``--format`` of ``args`` as an :class:`OutputSpec` (parser errors name flags)."""
-    from vidpipe.cli._outputs import OutputSpec
+    from vidpipe.sinks.outputs import OutputSpec
     from vidpipe.sinks.paths import TABLE_EXTENSIONS
 
     parser: argparse.ArgumentParser = args.parser
@@ -260,7 +260,7 @@ def _print_annotated(summary, out) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import vidpipe
-    from vidpipe.cli._outputs import Outputs
+    from vidpipe.sinks.outputs import Outputs
     from vidpipe.cli._progress import progress
     from vidpipe.cli._signals import StopOnSignal
     from vidpipe.data import sample_video

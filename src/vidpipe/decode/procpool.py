@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from vidpipe.decode.procring import Ring, send_fds
 from vidpipe.errors import DecodeError
-from vidpipe.lifetime.keeper import Keeper
+from vidpipe.lifetime.keeper import Keeper, reap
 
 if TYPE_CHECKING:
     import torch
@@ -246,12 +246,7 @@ class DecoderProcessPool:
                 self.conns[i].close()
             except OSError:
                 pass
-        for p in self.procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=5)
+        reap(self.procs)
         self.alive = [False] * len(self.alive)
         self.procs = []
         self._keeper.close()  # the lifeline closes; the keeper's thread ends

@@ -32,11 +32,22 @@ from typing import Any, TypeVar
 
 from vidpipe.lifetime.child import LIFELINE_ENV, PARENT_ENV, PR_SET_PDEATHSIG
 
-__all__ = ["Keeper", "die_with_parent"]
+__all__ = ["Keeper", "die_with_parent", "reap"]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+def reap(procs: "Sequence[subprocess.Popen]", *, timeout: float = 5.0) -> None:
+    """Wait up to ``timeout`` seconds for each of ``procs`` to exit (they were told to), then
+    kill those still running and wait for them too: none is left running or a zombie."""
+    for p in procs:
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=timeout)
 
 
 def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None] | None:

@@ -1,4 +1,5 @@
-"""Where ``vidpipe detect`` writes: one table per input, one table for all, a folder, or stdout.
+"""Where a run's detection tables go (``vidpipe detect -o``, :func:`vidpipe.detect_to_table`):
+one table per input, one table for all, a folder, or stdout.
 
 Rows of several inputs in one table (``-o FILE`` or ``-o -``) come in input order: all rows of
 the first input, then the second, ... The inputs are still decoded concurrently, so the rows of
@@ -6,7 +7,7 @@ an input are written as soon as they are detected only while it is the earliest 
 input; the rows of later inputs are held in memory until the inputs before them are done. On
 Ctrl-C/SIGTERM the held rows are written (still in input order) before the table is finalised;
 a process killed outright loses them (``--resume`` then decodes those inputs again:
-:mod:`vidpipe.cli._resume`). One table per input (the default, or ``-o FOLDER/``) holds
+:mod:`vidpipe.sinks.resume_plan`). One table per input (the default, or ``-o FOLDER/``) holds
 nothing back.
 
 Live inputs (stream URLs, and files played ``--realtime``) never end, so no row waits for them:
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from vidpipe.summary import RunSummary
     from vidpipe.types import FrameResult
 
-logger = logging.getLogger("vidpipe.cli")
+logger = logging.getLogger(__name__)
 
 __all__ = ["OutputSpec", "Outputs"]
 
@@ -87,7 +88,7 @@ class Outputs:
         from vidpipe.sinks import TableSink, make_sink
 
         self.spec = spec
-        self.resume = resume  # vidpipe.cli._resume.ResumeSetup: tables' resume metadata and cut points (or None)
+        self.resume = resume  # vidpipe.sinks.resume_plan.ResumeSetup: tables' resume metadata and cut points (or None)
         self.events = events  # vidpipe.events.EventOutputs: the events table, webhooks, MQTT (or None)
         self._run = det_run
         self._names = names
