@@ -69,6 +69,7 @@ class RunMemory:
                    specs: Sequence[Any]) -> GpuMemoryPlan:  # fmt: skip
         import torch
 
+        from vidpipe.decode.nvdec import default_buffer_bytes
         from vidpipe.gpu_memory import measure_model, plan_gpu_memory, resolve_budget
 
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
@@ -83,7 +84,7 @@ class RunMemory:
             decode_frame_bytes=nv12, source_frame_bytes=rgb,
             open_sources=min(max(1, len(specs)), config.max_open_sources), queue_depth=config.queue_depth,
             keep_frames=config.keep_frames,
-            decode_cap=max(256 << 20, min(4 << 30, total // 16)),  # nvdec.default_buffer_bytes
+            decode_cap=default_buffer_bytes(self.device),
         )  # fmt: skip
 
     def adjust(self, config: "PipelineConfig") -> "PipelineConfig":
