@@ -83,8 +83,6 @@ def test_soak_verdict_is_every_sample_within_two_percent_of_the_first_minute():
 def test_soak_gpu_memory_numbers_agree_with_each_other():
     from vidpipe.bench.gpumem import gpu_memory
 
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA")
     dev = torch.device("cuda")
     held = torch.empty(256 << 20, dtype=torch.uint8, device=dev)  # 256 MiB through the caching allocator
     gm = gpu_memory(dev, [os.getpid()])
