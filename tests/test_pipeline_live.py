@@ -202,6 +202,7 @@ def test_slow_consumer_drops_oldest_frames_and_counts_them(detector, cam):
     run.close()
     st = run.states[0]
     assert st.drops > 0 and idx == sorted(set(idx))
+    assert st.drop_causes.get("queue", 0) > 0 and sum(st.drop_causes.values()) == st.drops, st.drop_causes
     assert len(idx) == st.frames
     left = st.frames_in - st.frames - st.drops  # queued or in flight at close (or decoded after)
     assert 0 <= left <= 2 + 2 + 1, (st.frames_in, st.frames, st.drops)
@@ -226,7 +227,7 @@ def test_status_schema_and_redaction(detector, cam, make_clip):
     assert "s3cret" not in text and "s3cret" not in json.dumps(run.summary().to_dict())
     assert set(status) == {"time", "uptime_s", "streams", "stats"}
     assert abs(status["time"] - time.time()) < 60 and status["uptime_s"] > 0
-    keys = {"stream_id", "source", "kind", "status", "state", "decoder", "frames_in", "frames", "drops",
+    keys = {"stream_id", "source", "kind", "status", "state", "decoder", "frames_in", "frames", "drops", "drop_causes",
             "reconnects", "stalls", "decode_errors", "detections", "fps", "latency_ms"}
     cam_s, file_s = status["streams"]
     assert set(cam_s) == keys and set(file_s) == keys

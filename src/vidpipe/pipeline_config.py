@@ -135,11 +135,21 @@ class SourceState:
     # live sources (None / 0 for files and images)
     live_state: str | None = None  # connecting | live | stalled | reconnecting | failed | stopped
     frames_in: int = 0  # frames decoded from the stream (before latest-wins drops)
-    drops: int = 0  # decoded frames dropped because the model was behind (latest wins)
+    drops: int = 0  # decoded frames dropped (latest wins; by cause in drop_causes)
+    drop_causes: dict = field(default_factory=dict)  # cause -> frames: see drop()
     reconnects: int = 0  # connections made after the first
     stalls: int = 0  # times the watchdog found no decoded frame for stall_timeout seconds
     decode_errors: int = 0  # packets or frames the decoder rejected (the stream went on)
     last_frame_at: float | None = None  # time.monotonic() of the last decoded frame
+
+    def drop(self, cause: str, n: int = 1) -> None:
+        """Count ``n`` decoded frames of a live source dropped, by ``cause``: ``"queue"`` (the
+        model was behind: latest wins), ``"late"`` (the source was behind real time: a frame
+        older than half a second while more waited), ``"slots"`` (a decoder process found every
+        buffer it shares with the run still in use), ``"startup"`` (a decoder process's first
+        frames, or the first after a change of frame size, before its buffers were shared)."""
+        self.drops += n
+        self.drop_causes[cause] = self.drop_causes.get(cause, 0) + n
 
     @property
     def drained(self) -> bool:

@@ -35,6 +35,7 @@ def stream_status(run: "DetectionRun", st: "SourceState", now: float) -> dict[st
         "frames_in": int(st.frames_in),
         "frames": int(st.frames),
         "drops": int(st.drops),
+        "drop_causes": dict(st.drop_causes),
         "reconnects": int(st.reconnects),
         "stalls": int(st.stalls),
         "decode_errors": int(st.decode_errors),
@@ -60,6 +61,8 @@ def _extra(run: "DetectionRun", st: "SourceState") -> dict[str, Any]:
     extra = dict(st.extra)
     if run.kind_of(st.stream_id) == "live":
         extra.update({k: int(getattr(st, k)) for k in LIVE_COUNTERS})
+        if st.drop_causes:
+            extra["drop_causes"] = dict(st.drop_causes)
         extra["latency_ms"] = run.meters.meter(st.stream_id).latency()
     if st.status == "removed":
         extra["removed"] = True

@@ -265,9 +265,24 @@ def test_a_source_behind_real_time_drops_old_frames(run_live, make_clip):
     run.thread.join(15)
     assert run.error is None
     assert run.state.frames_in == 75 and run.state.drops > 20
+    assert run.state.drop_causes == {"late": run.state.drops}
     assert len(run.frames) + run.state.drops == 75
     lateness = [yielded - m.captured_mono for m, yielded in run.frames]
     assert max(lateness) < 1.0, max(lateness)
+
+
+@pytest.mark.parametrize("bframes, reorders", [(0, False), (2, True)])
+def test_a_stream_says_whether_it_reorders_frames(make_clip, bframes, reorders):
+    """What the open reads from the stream decides NVDEC's latency mode ("zero" needs decode
+    order = display order): FFmpeg's reorder depth, 0 without B-frames."""
+    from vidpipe.sources.connect import live_target, open_target
+
+    clip = make_clip(width=160, height=96, frames=10, fps=15, gop=5, bframes=bframes)
+    conn = open_target(live_target(SourceSpec("file", str(clip.path))), LiveOptions())
+    try:
+        assert (conn.info.extra["reorder"] > 0) is reorders, conn.info.extra
+    finally:
+        conn.close()
 
 
 @pytest.fixture(scope="module")
@@ -294,6 +309,7 @@ def test_nvdec_live_decode_matches_pyav(run_live, make_clip, cuda_detector):
     av_.thread.join(20)
     assert nv.error is None and av_.error is None, (nv.error, av_.error)
     assert nv.state.decoder == "nvdec", nv.state.decoder_reason
+    assert "latency 'zero'" in nv.state.decoder_reason  # no B-frames: frames out as soon as decoded
     assert av_.state.decoder == "pyav"
     assert [m.index for m, _ in nv.frames] == [m.index for m, _ in av_.frames] == list(range(20))
     assert [m.pts for m, _ in nv.frames] == [m.pts for m, _ in av_.frames]
@@ -301,6 +317,32 @@ def test_nvdec_live_decode_matches_pyav(run_live, make_clip, cuda_detector):
         assert a.tensor.device.type == "cuda" and a.tensor.shape == b.tensor.shape
         diff = (a.tensor.float() - b.tensor.float()).abs()
         assert diff.mean().item() < 0.01 and diff.max().item() < 0.25, (diff.mean().item(), diff.max().item())
+
+
+@pytest.mark.gpu
+@pytest.mark.nvdec
+@pytest.mark.parametrize("latency", ["auto", "zero"])
+def test_nvdec_live_decode_of_a_stream_with_b_frames(run_live, make_clip, cuda_detector, latency, caplog):
+    """B-frames: ``auto`` takes NVDEC's ``low`` latency (display order); ``zero`` forced on such
+    a stream finds its frames out of order and goes on in ``low`` from the next keyframe. Either
+    way every frame comes, with PyAV's timestamps, and after the switch in display order."""
+    clip = make_clip(width=320, height=240, frames=40, fps=30, gop=10, bframes=2)
+    spec = SourceSpec("file", str(clip.path))
+    warm = run_live(spec, LiveOptions(realtime=True), detector=cuda_detector, keep_inputs=1, decoder="auto")
+    warm.thread.join(20)
+    nv = run_live(spec, LiveOptions(realtime=True, decode_latency=latency), detector=cuda_detector,
+                  decoder="nvdec")  # fmt: skip
+    nv.thread.join(20)
+    av_ = run_live(spec, LiveOptions(realtime=True), detector=cuda_detector, decoder="pyav")
+    av_.thread.join(20)
+    assert nv.error is None and av_.error is None, (nv.error, av_.error)
+    nv_pts, av_pts = [m.pts for m, _ in nv.frames], [m.pts for m, _ in av_.frames]
+    assert sorted(nv_pts) == av_pts and len(nv_pts) == 40
+    if latency == "auto":
+        assert "latency 'low'" in nv.state.decoder_reason and nv_pts == av_pts
+    else:
+        assert "reorders frames" in caplog.text
+        assert nv_pts[20:] == av_pts[20:]  # "low" from the second keyframe at the latest
 
 
 @pytest.mark.gpu

@@ -151,7 +151,7 @@ class SourceQueue:
                     old = self.chunks.popleft()
                     self.frames -= len(old)
                     self.state.produced -= len(old)
-                    self.state.drops += len(old)
+                    self.state.drop("queue", len(old))
             tally = self._tally
             if tally is None:
                 self._ready.notify()

@@ -155,6 +155,10 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
     per_stream = [c / wall for c in counts]
     drops = sum(a["drops"] - b["drops"] for a, b in zip(after["streams"], before["streams"]))
     reconnects = sum(a["reconnects"] - b["reconnects"] for a, b in zip(after["streams"], before["streams"]))
+    causes: dict[str, int] = {}
+    for a, b in zip(after["streams"], before["streams"]):
+        for cause, k in (a.get("drop_causes") or {}).items():
+            causes[cause] = causes.get(cause, 0) + k - (b.get("drop_causes") or {}).get(cause, 0)
     decoders = sorted({s["decoder"] for s in after["streams"] if s.get("decoder")})
     held = min(per_stream) >= _REALTIME_SHARE * fps and drops == 0
     lat_ms = [x * 1e3 for x in latencies]
@@ -168,6 +172,7 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
         "p99_ms": _percentile(lat_ms, 99),
         "max_ms": max(lat_ms) if lat_ms else None,
         "drops": drops,
+        "drop_causes": ", ".join(f"{c} {k}" for c, k in sorted(causes.items()) if k) or None,
         "reconnects": reconnects,
         "cpu_cores": cpu_s / wall,
         "machine_cores": machine_s / wall,
@@ -249,10 +254,10 @@ def run_streams_bench(
                  "target": ">= 64 streams, p99 <= 100 ms, no drops"},
         title="Live streams: capture-to-result latency and rate per stream count",
         columns=["streams", "realtime", "fps_total", "fps_min", "fps_median", "p50_ms", "p99_ms", "max_ms",
-                 "drops", "reconnects", "cpu_cores", "machine_cores", "gpu_util", "nvdec_util", "batch_size", "decoder", "live_processes"],
+                 "drops", "drop_causes", "reconnects", "cpu_cores", "machine_cores", "gpu_util", "nvdec_util", "batch_size", "decoder", "live_processes"],
         headers={"fps_total": "results/s", "fps_min": "min fps/stream", "fps_median": "median fps/stream",
                  "p50_ms": "p50 ms", "p99_ms": "p99 ms", "max_ms": "max ms", "cpu_cores": "CPU cores", "machine_cores": "machine cores",
-                 "live_processes": "decoder procs",
+                 "live_processes": "decoder procs", "drop_causes": "drops by cause",
                  "gpu_util": "GPU %", "nvdec_util": "NVDEC %", "realtime": "real time"},
         formats={"fps_min": ".1f", "fps_median": ".1f", "p50_ms": ".1f", "p99_ms": ".1f", "max_ms": ".1f",
                  "cpu_cores": ".2f", "machine_cores": ".2f", "gpu_util": ".0f", "nvdec_util": ".0f"},

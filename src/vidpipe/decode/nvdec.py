@@ -60,7 +60,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from vidpipe._validate import check_range
 from vidpipe.decode.base import MAX_DECODER_PROCESSES, DecodeOptions, StreamInfo
@@ -198,9 +198,28 @@ class _NvFrame:
         return 0
 
 
-def session_key(info: StreamInfo, device: "torch.device") -> tuple:
+#: ``NvdecSession(latency=...)``: when NVDEC hands a decoded frame out. ``"native"``: the
+#: decoder's own pipeline, display order (on an H100 with a 1080p30 stream without B-frames: two
+#: packets after the frame's own, 67 ms at 30 fps); ``"low"``: display order, one packet after;
+#: ``"zero"``: as soon as it is decoded, in decode order (right only for streams that do not
+#: reorder frames: no B-frames)
+Latency = Literal["native", "low", "zero"]
+
+
+def _latency(nvc: Any, latency: str) -> dict[str, Any]:
+    """``CreateDecoder``'s ``latency`` argument (nothing for ``"native"``, or where this
+    PyNvVideoCodec does not have the mode)."""
+    kind = getattr(nvc, "DisplayDecodeLatencyType", None)
+    member = {"low": "LOW", "zero": "ZERO"}.get(latency)
+    if member is None or kind is None or not hasattr(kind, member):
+        return {}
+    return {"latency": getattr(kind, member)}
+
+
+def session_key(info: StreamInfo, device: "torch.device", latency: Latency = "native") -> tuple:
     """What makes two streams able to share an initialized NVDEC session."""
-    return (_gpu(device), canonical_codec(info.codec), info.bit_depth, info.profile, info.width, info.height)
+    return (_gpu(device), canonical_codec(info.codec), info.bit_depth, info.profile, info.width, info.height,
+            latency)  # fmt: skip
 
 
 class NvdecSession:
@@ -214,7 +233,8 @@ class NvdecSession:
     kind = "nvdec"
     layout = "yuv"
 
-    def __init__(self, info: StreamInfo, device: "torch.device", *, pooled: bool = True) -> None:
+    def __init__(self, info: StreamInfo, device: "torch.device", *, pooled: bool = True,
+                 latency: Latency = "native") -> None:  # fmt: skip
         import torch
 
         nvc = nvdec_module()
@@ -223,7 +243,8 @@ class NvdecSession:
         if member is None:
             raise UnsupportedError(f"{info.source}: NVDEC does not decode {codec}")
         self.info = info
-        self.key = session_key(info, device)
+        self.key = session_key(info, device, latency)
+        self.latency = latency
         self.pooled = pooled
         self.broken = False
         self._nvc = nvc
@@ -235,6 +256,7 @@ class NvdecSession:
             cudastream=self.stream.cuda_stream,
             usedevicememory=True,
             outputColorType=nvc.OutputColorType.NATIVE,
+            **_latency(nvc, latency),
         )
         self._packet = nvc.PacketData()
         self._drained = True  # nothing pending: may go back to the pool
@@ -242,11 +264,12 @@ class NvdecSession:
         self._extradata = _extradata(info)
 
     @classmethod
-    def acquire(cls, info: StreamInfo, device: "torch.device") -> "NvdecSession":
-        """A pooled, already initialized session for this kind of stream, or a new one."""
+    def acquire(cls, info: StreamInfo, device: "torch.device", *, latency: Latency = "native") -> "NvdecSession":
+        """A pooled, already initialized session for this kind of stream, or a new one
+        (``latency``: see :data:`Latency`)."""
         from vidpipe.decode.nvdec_pool import POOL
 
-        sess = POOL.acquire(session_key(info, device), lambda: cls(info, device))
+        sess = POOL.acquire(session_key(info, device, latency), lambda: cls(info, device, latency=latency))
         if sess.info.location != info.location:  # a reused session: now decoding another file
             sess.info = info
             sess._extradata = _extradata(info)

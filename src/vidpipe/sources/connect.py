@@ -342,5 +342,15 @@ def stream_info(target: Target, container: Any, stream: Any) -> "StreamInfo":
         color=color,
         color_specified=specified,
         stream_index=int(stream.index),
-        extra={"live": target.kind},
+        extra={"live": target.kind, "reorder": _reorder_depth(cc)},
     )
+
+
+def _reorder_depth(cc: Any) -> int | None:
+    """Frames the stream's decoder holds back to reorder (``0``: no B-frames, decode order is
+    display order), as FFmpeg read it from the stream's parameters; ``None`` when unknown."""
+    depth = getattr(cc, "reorder_depth", None)
+    if depth is None:
+        has_b = getattr(cc, "has_b_frames", None)
+        return None if has_b is None else int(bool(has_b))
+    return int(depth)

@@ -45,7 +45,7 @@ import logging
 import queue
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from vidpipe.sources.capture import CaptureStamps, camera_time
 from vidpipe.sources.connect import is_permanent, live_target
@@ -59,11 +59,24 @@ from vidpipe.sources.watchdog import Watchdog
 from vidpipe.types import FrameMeta
 
 if TYPE_CHECKING:
-    from vidpipe.pipeline_config import SourceState
+    import torch
+
+    from vidpipe.pipeline_config import PipelineConfig, SourceState
     from vidpipe.sources.base import Chunk, SourceContext
     from vidpipe.sources.spec import SourceSpec
 
-__all__ = ["LiveSource"]
+__all__ = ["LiveSource", "Buffers", "preprocessor"]
+
+
+
+class Buffers(Protocol):
+    """Where :meth:`LiveSource.frames` writes each decoded frame."""
+
+    def __call__(self, shape: tuple[int, ...], dtype: "torch.dtype", fmt: str, color: Any) -> "torch.Tensor | None":
+        """A buffer of ``shape`` and ``dtype`` for the next frame (``fmt``: ``"nv12"``,
+        ``"p010"`` or ``"rgb"``; ``color``: its :class:`~vidpipe.types.ColorSpec`), or ``None``:
+        no room, the frame is dropped (the callable counts the drop)."""
+        ...
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +113,7 @@ class LiveSource:
         self._decode_s = 0.0  # codec time not yet added to the "decode" statistics
         self._fallback_logged = False
         self._decode_warned = False
+        self._buffer: Buffers | None = None  # frames(): decoded frames into these buffers, not preprocessed
 
     @property
     def live(self) -> bool:
@@ -113,6 +127,18 @@ class LiveSource:
     def produce(self, state: "SourceState", ctx: "SourceContext") -> Iterator["Chunk"]:
         """Yield one-frame ``(ModelInput, ready_event)`` chunks until ``ctx.stop`` (or, for a file
         played as a camera, its end); see the module docstring for states and counters."""
+        self._buffer = None
+        return self._run(state, ctx)
+
+    def frames(self, state: "SourceState", ctx: "SourceContext", buffer: "Buffers") -> Iterator[tuple[Any, Any]]:
+        """The same loop, but each decoded frame is written into a buffer ``buffer`` gives, not
+        preprocessed: yields ``(FrameBatch, ready_event)``, the batch's ``data`` a ``(1, ...)``
+        view of that buffer (NV12/P016 ``(1, H*3/2, W)`` from NVDEC, RGB ``(1, 3, H, W)`` from
+        PyAV). A frame ``buffer`` has no room for is dropped (``buffer`` counts it)."""
+        self._buffer = buffer
+        return self._run(state, ctx)
+
+    def _run(self, state: "SourceState", ctx: "SourceContext") -> Iterator[Any]:
         opts = self.options
         name = self.spec.name
         backoff = Backoff(opts.reconnect_min, opts.reconnect_max)
@@ -191,7 +217,7 @@ class LiveSource:
         stamps = CaptureStamps()
         conn = dec = None
         frames = 0
-        to_input = _preprocessor(ctx)
+        to_input = preprocessor(ctx.detector, ctx.config)
         try:
             while True:
                 if ctx.stop.is_set():
@@ -315,7 +341,7 @@ class LiveSource:
         if index % ctx.config.frame_skip:
             return None
         if late and now - stamp.mono > LATE_S:
-            state.drops += 1
+            state.drop("late")
             return None
         info = dec.info
         pts_s = None if pts is None else float(pts * info.time_base)
@@ -334,6 +360,20 @@ class LiveSource:
         # GPU work in turn with the run's other live sources (SourceContext.gpu_submit); PyAV's
         # RGB conversion is CPU work and stays outside the lock
         turn = ctx.gpu_submit if ctx.gpu_submit is not None and cuda_stream is not None else contextlib.nullcontext()
+        if self._buffer is not None:  # frames(): into the caller's buffer, as decoded
+            shape, dtype, fmt = dec.frame_shape(frame)
+            out = self._buffer(shape, dtype, fmt, dec.info.color)
+            if out is None:
+                return None
+            with scope:
+                t0 = time.perf_counter()
+                with turn if dec.gpu_bound else contextlib.nullcontext():
+                    batch = dec.batch(frame, meta, out=out)
+                    ready = ready_event(cuda_stream)
+            ctx.stats.add("decode", time.perf_counter() - t0 + self._decode_s, 1)
+            self._decode_s = 0.0
+            self._kept += 1
+            return batch, ready
         with scope:
             t0 = time.perf_counter()
             with turn if dec.gpu_bound else contextlib.nullcontext():
@@ -349,12 +389,12 @@ class LiveSource:
         return inp, ready
 
 
-def _preprocessor(ctx: "SourceContext") -> Any:
-    """``FrameBatch -> ModelInput`` exactly as the file source does it (canvas_size + preprocess)."""
+def preprocessor(detector: Any, config: "PipelineConfig") -> Any:
+    """``FrameBatch -> ModelInput`` exactly as the file source does it (canvas_size + preprocess),
+    on the current CUDA stream."""
     from vidpipe.ops.letterbox import canvas_size
     from vidpipe.ops.preprocess import preprocess
 
-    detector, config = ctx.detector, ctx.config
     info = detector.model.info
     mode = config.letterbox if info.dynamic_shape else "square"
 

@@ -1,29 +1,31 @@
 """The decoder-process side of live streams run in decoder processes (:mod:`vidpipe.sources.live_hub`).
 
 A child (``python -m vidpipe.decode.procworker``) that is sent ``("live-init", config, geometry)``
-runs live streams for the parent: for each ``("live-add", stream_id, spec, ring_id)`` a thread
-runs the ordinary :class:`~vidpipe.sources.live.LiveSource` (reader, decoder, watchdog,
-reconnect, capture stamps, preprocessing: the same code as in-process) and writes each
-preprocessed frame into one of the stream's ring slots (``(3, H, W)`` model-input buffers the
-parent allocated and shared: CUDA IPC, or shared memory on the CPU), then tells the parent:
+runs live streams for the parent: for each ``("live-add", stream_id, spec)`` a thread runs the
+ordinary :class:`~vidpipe.sources.live.LiveSource` (reader, decoder, watchdog, reconnect,
+capture stamps: the same code as in-process) through :meth:`~vidpipe.sources.live.LiveSource.frames`,
+so each frame is only *decoded* here, straight into one of the stream's ring slots (buffers the
+parent allocated and shared: CUDA IPC, or shared memory on the CPU): NV12/P016 from NVDEC, RGB
+from PyAV. The parent preprocesses it (one CUDA context doing the GPU's compute, not one per
+child: measured on an H100, nine contexts taking turns kept it 75-80% busy at 64 streams).
 
-- ``("live-size", stream_id, (H, W), state)``: the run keeps frames and this stream's are H x W:
-  the parent makes a ring of kept frames (``(3, H, W)`` uint8, the same slot numbers as the
-  model inputs') and answers ``("live-images", stream_id, ring_id)``; frames that come before
-  it (or before a ring of a new size) are dropped and counted.
-- ``("live-frame", stream_id, slot, (h, w), FrameMeta, scale, pad, image, state)``: the slot holds a
-  ``(3, h, w)`` letterboxed frame (top-left corner of the slot) and, when ``image``, the slot of
-  the kept frames' ring the decoded frame; ``scale``/``pad`` as in
-  :class:`~vidpipe.types.ModelInput`, as ``(x, y)`` floats;
+Messages to the parent:
+
+- ``("live-size", stream_id, key, state)``: this stream's frames are ``key`` = ``(shape, dtype,
+  format, color)``: the parent makes a ring of ``SLOTS`` such buffers and answers
+  ``("live-ring", stream_id, ring_id, key)``; frames that come before it (the stream's first
+  frames, or the first after a change of size or decoder) are dropped and counted
+  (``"startup"``);
+- ``("live-frame", stream_id, ring_id, slot, FrameMeta, state)``: the slot holds the frame;
 - ``("live-state", stream_id, state)``: the stream's counters changed without a frame
   (connecting, reconnecting, stalled);
 - ``("live-end", stream_id, error, state)``: the stream ended (``error``: ``None``, or the
   exception, pickled where it can be, else ``(type name, message)``).
 
 ``state`` is a dict of the live fields of :class:`~vidpipe.pipeline_config.SourceState`. A slot
-is the parent's until it answers ``("live-free", stream_id, [slots])``; a frame that finds no free
-slot is dropped here and counted in ``drops`` (latest wins, as the parent's queue does).
-``("live-remove", stream_id)`` stops one stream.
+is the parent's until it answers ``("live-free", stream_id, ring_id, [slots])``; a frame that
+finds no free slot is dropped here and counted (``"slots"``: latest wins, as the parent's queue
+does). ``("live-remove", stream_id)`` stops one stream.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ def state_fields(state: "SourceState") -> dict[str, Any]:
     """The live fields of ``state`` (and its ``extra`` notes, e.g. ``last_error``) as a dict."""
     out = {f: getattr(state, f) for f in STATE_FIELDS}
     out["extra"] = dict(state.extra)
+    out["drop_causes"] = dict(state.drop_causes)
     return out
 
 
@@ -91,12 +94,14 @@ def _picklable(exc: BaseException) -> Any:
 
 
 class _Stream:
-    def __init__(self, stream_id: int, slots: list[Any]) -> None:
+    def __init__(self, stream_id: int) -> None:
         self.stream_id = stream_id
-        self.slots = slots
-        self.images: list[Any] | None = None  # kept frames' ring (same slot numbers), once the parent made it
-        self.asked: tuple[int, int] | None = None  # the frame size an image ring was asked for
-        self.free = collections.deque(range(len(slots)))
+        self.ring: list[Any] | None = None  # the slots the parent shared, once it did
+        self.ring_id: int | None = None
+        self.key: tuple | None = None  # (shape, dtype, format, color) of the ring's slots
+        self.asked: tuple | None = None  # the key a ring was last asked for
+        self.slot = -1  # the slot the frame being decoded goes to
+        self.free: collections.deque[int] = collections.deque()
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
@@ -118,16 +123,19 @@ class LiveChild:
         if kind == "live-init":
             self._config, self._geometry = msg[1], msg[2]
         elif kind == "live-add":
-            self._add(msg[1], msg[2], msg[3])
+            self._add(msg[1], msg[2])
         elif kind == "live-free":
             st = self._streams.get(msg[1])
             if st is not None:
                 with st.lock:
-                    st.free.extend(msg[2])
-        elif kind == "live-images":  # the kept frames' ring of a stream, at the size it asked for
+                    if st.ring_id == msg[2]:  # not the slots of a ring since replaced
+                        st.free.extend(msg[3])
+        elif kind == "live-ring":  # the stream's ring, for the frames it asked for
             st = self._streams.get(msg[1])
             if st is not None:
-                st.images = self._rings[msg[2]]
+                with st.lock:
+                    st.ring, st.ring_id, st.key = self._rings[msg[2]], msg[2], msg[3]
+                    st.free = collections.deque(range(len(st.ring)))
         elif kind == "live-remove":
             st = self._streams.pop(msg[1], None)
             if st is not None:
@@ -140,8 +148,8 @@ class LiveChild:
             if st.thread is not None:
                 st.thread.join(timeout=5)
 
-    def _add(self, stream_id: int, spec: Any, ring_id: int) -> None:
-        st = _Stream(stream_id, self._rings[ring_id])
+    def _add(self, stream_id: int, spec: Any) -> None:
+        st = _Stream(stream_id)
         self._streams[stream_id] = st
         st.thread = threading.Thread(target=self._run, args=(st, spec), name=f"vidpipe-live{stream_id}", daemon=True)
         st.thread.start()
@@ -160,9 +168,15 @@ class LiveChild:
         reporter = threading.Thread(target=self._report_state, args=(st, state), daemon=True)
         reporter.start()
         error: Any = None
+
+        def buffer(shape: tuple[int, ...], dtype: Any, fmt: str, color: Any) -> Any:
+            return self._buffer(st, state, (tuple(shape), dtype, fmt, color))
+
         try:
-            for inp, ready in LiveSource(spec, config.live).produce(state, ctx):
-                self._deliver(st, state, inp, ready)
+            for batch, ready in LiveSource(spec, config.live).frames(state, ctx, buffer):
+                if ready is not None:
+                    ready.synchronize()  # the frame is in the slot
+                self._send(("live-frame", st.stream_id, st.ring_id, st.slot, batch.frames[0], state_fields(state)))
         except BaseException as exc:  # noqa: BLE001 - the parent's worker records it
             error = _picklable(exc)
         finally:
@@ -170,38 +184,24 @@ class LiveChild:
             reporter.join(timeout=2)
         self._send(("live-end", st.stream_id, error, state_fields(state)))
 
-    def _deliver(self, st: _Stream, state: "SourceState", inp: Any, ready: Any) -> None:
-        image = None if inp.images is None else inp.images[0]  # kept frames: (3, H, W) uint8
-        if image is not None:
-            size = (int(image.shape[-2]), int(image.shape[-1]))
-            ring = st.images
-            if ring is None or tuple(ring[0].shape[-2:]) != size:
-                if st.asked != size:  # ask the parent for a ring of kept frames at this size
-                    st.asked, st.images = size, None
-                    self._send(("live-size", st.stream_id, size, state_fields(state)))
-                state.drops += 1  # until it is there (the stream's first frames, or a new size)
-                return
+    def _buffer(self, st: _Stream, state: "SourceState", key: tuple) -> Any:
+        """The slot the next frame of ``st`` goes to, or ``None`` (dropped and counted)."""
         with st.lock:
-            slot = st.free.popleft() if st.free else None
-        if slot is None:  # the parent still holds every slot: latest wins
-            state.drops += 1
-            return
-        x = inp.tensor[0]
-        h, w = int(x.shape[-2]), int(x.shape[-1])
-        if ready is not None:
-            ready.synchronize()
-        dst = st.slots[slot][:, :h, :w]
-        dst.copy_(x)
-        if image is not None:
-            st.images[slot].copy_(image)
-        if dst.device.type == "cuda":
-            import torch
-
-            torch.cuda.current_stream(dst.device).synchronize()
-        scale = tuple(float(v) for v in inp.scale[0].tolist())
-        pad = tuple(float(v) for v in inp.pad[0].tolist())
-        self._send(("live-frame", st.stream_id, slot, (h, w), inp.frames[0], scale, pad, image is not None,
-                    state_fields(state)))
+            if st.ring is None or st.key != key:
+                ask = st.asked != key
+                st.asked = key
+            else:
+                ask = False
+                slot = st.free.popleft() if st.free else None
+                if slot is None:  # the parent still holds every slot: latest wins
+                    state.drop("slots")
+                    return None
+                st.slot = slot
+                return st.ring[slot]
+        if ask:  # a ring for frames of this kind
+            self._send(("live-size", st.stream_id, key, state_fields(state)))
+        state.drop("startup")
+        return None
 
     def _report_state(self, st: _Stream, state: "SourceState") -> None:
         last = None

@@ -89,8 +89,16 @@ class PyAVLiveDecoder:
         except av.error.FFmpegError:
             return []
 
-    def batch(self, frame: Any, meta: FrameMeta) -> FrameBatch:
-        """``(1, 3, H, W)`` uint8 RGB on the device (CUDA: async upload from pinned memory)."""
+    def frame_shape(self, frame: Any) -> tuple[tuple[int, ...], "torch.dtype", str]:
+        """``(shape, dtype, format)`` of ``frame`` as :meth:`batch` writes it: ``(3, H, W)`` uint8 RGB."""
+        import torch
+
+        return (3, int(frame.height), int(frame.width)), torch.uint8, "rgb"
+
+    def batch(self, frame: Any, meta: FrameMeta, *, out: "torch.Tensor | None" = None) -> FrameBatch:
+        """``(1, 3, H, W)`` uint8 RGB on the device (CUDA: async upload from pinned memory).
+        ``out``: a ``(3, H, W)`` buffer on the device to write the frame into instead of new
+        memory."""
         import torch
 
         from vidpipe.decode.probe import color_from_tags
@@ -105,8 +113,14 @@ class PyAVLiveDecoder:
                 self.info = dataclasses.replace(self.info, width=w, height=h, color=color, color_specified=specified)
             self._rgb = FrameToRGB(self.info)
         cuda = self.device.type == "cuda"
+        if out is not None and not cuda:  # straight into the buffer
+            self._rgb(frame, out.numpy(), 1)
+            return FrameBatch(data=out.unsqueeze(0), frames=(meta,))
         host = torch.empty((1, 3, h, w), dtype=torch.uint8, pin_memory=cuda)
         self._rgb(frame, host.numpy()[0], 1)
+        if out is not None:
+            out.copy_(host[0], non_blocking=True)
+            return FrameBatch(data=out.unsqueeze(0), frames=(meta,))
         data = host.to(self.device, non_blocking=True) if cuda else host
         return FrameBatch(data=data, frames=(meta,))
 
@@ -123,7 +137,7 @@ class NvdecLiveDecoder:
     name = "nvdec"
     gpu_bound = True  # batch(): a copy on the GPU
 
-    def __init__(self, conn: "Connection", device: "torch.device") -> None:
+    def __init__(self, conn: "Connection", device: "torch.device", latency: str = "auto") -> None:
         from vidpipe.decode import nvdec  # raises BackendUnavailableError without PyNvVideoCodec
         from vidpipe.decode.annexb import AnnexB
         from vidpipe.decode.nvdec_caps import canonical_codec
@@ -140,13 +154,19 @@ class NvdecLiveDecoder:
         self.conn = conn
         self.device = device
         self.info = info
-        self.reason = "NVDEC (PyNvVideoCodec) on the GPU"
         extradata = conn.stream.codec_context.extradata
         self._annexb = AnnexB(codec, bytes(extradata) if extradata else None) if codec in ("h264", "hevc") else None
-        self._session = nvdec.NvdecSession.acquire(info, device)
+        if latency == "auto":  # frames as soon as decoded, unless the stream reorders them
+            latency = "zero" if info.extra.get("reorder") == 0 else "low"
+        self.latency = latency
+        self.reason = f"NVDEC (PyNvVideoCodec) on the GPU, latency {latency!r}"
+        self._session = nvdec.NvdecSession.acquire(info, device, latency=latency)  # type: ignore[arg-type]
         self._session.start(None)  # type: ignore[arg-type]
         self._started = False  # decoding starts at the first keyframe
         self._deep = info.bit_depth > 8
+        self._last_pts: int | None = None
+        self._reordered = False  # "zero" but frames came out of order: "low" from the next keyframe
+        self._retired: Any = None  # the "zero" session after a switch (its last frames may be in use)
         self.errors = 0
         self.last_error: str | None = None
 
@@ -163,11 +183,45 @@ class NvdecLiveDecoder:
             self.errors += 1
             self.last_error = str(exc)
             return []
+        out: list[tuple[int | None, Any]] = []
+        if self._reordered and packet.is_keyframe and self._started:
+            out = self._to_low()
         self._started = True
         refs = self._session.feed(
             Packet(data, packet.pts, packet.dts, self.info.time_base, bool(packet.is_keyframe))
         )
-        return [(ref.pts, ref) for ref in refs]
+        out.extend((ref.pts, ref) for ref in refs)
+        if self.latency == "zero" and not self._reordered:
+            self._check_order(out)
+        return out
+
+    def _check_order(self, frames: list[tuple[int | None, Any]]) -> None:
+        """``"zero"`` hands frames out in decode order: a timestamp that goes back means the
+        stream reorders frames (B-frames) after all; switch to ``"low"`` at the next keyframe."""
+        for pts, _ in frames:
+            if pts is None:
+                continue
+            if self._last_pts is not None and pts < self._last_pts:
+                self._reordered = True
+                logger.warning("%s: the stream reorders frames (B-frames); NVDEC latency 'low' from its next "
+                               "keyframe", self.info.source)  # fmt: skip
+                return
+            self._last_pts = pts
+
+    def _to_low(self) -> list[tuple[int | None, Any]]:
+        """Drain the ``"zero"`` session (its last frames) and go on with a ``"low"`` one. The
+        frames returned stay valid: the old session is released only after they are copied
+        (:meth:`batch` is called on them before the next :meth:`decode`)."""
+        from vidpipe.decode import nvdec
+
+        old = self._session
+        tail = [(ref.pts, ref) for ref in old.finish()]
+        self._retired = old  # closed by close(), after its last frames were taken (one switch at most)
+        self._session = nvdec.NvdecSession.acquire(self.info, self.device, latency="low")
+        self._session.start(None)  # type: ignore[arg-type]
+        self.latency = "low"
+        self._reordered = False
+        return tail
 
     def flush(self) -> list[tuple[int | None, Any]]:
         if not self._started:
@@ -175,9 +229,17 @@ class NvdecLiveDecoder:
         self._started = False  # drained: close() need not drain again
         return [(ref.pts, ref) for ref in self._session.finish()]
 
-    def batch(self, ref: Any, meta: FrameMeta) -> FrameBatch:
+    def frame_shape(self, ref: Any) -> tuple[tuple[int, ...], "torch.dtype", str]:
+        """``(shape, dtype, format)`` of a frame as :meth:`batch` writes it: ``(H*3/2, W)``."""
+        import torch
+
+        h, w = self.info.height, self.info.width
+        return (h * 3 // 2, w), (torch.uint16 if self._deep else torch.uint8), ("p010" if self._deep else "nv12")
+
+    def batch(self, ref: Any, meta: FrameMeta, *, out: "torch.Tensor | None" = None) -> FrameBatch:
         """``(1, H*3/2, W)`` NV12 (P016: uint16) on the GPU, ordered before the calling thread's
-        current CUDA stream (which the buffer was allocated on)."""
+        current CUDA stream (which the buffer was allocated on). ``out``: a ``(H*3/2, W)``
+        buffer of :meth:`frame_shape` to write the frame into instead of new memory."""
         import torch
 
         h, w = self.info.height, self.info.width
@@ -185,18 +247,22 @@ class NvdecLiveDecoder:
             meta = dataclasses.replace(meta, height=h, width=w)
         dtype = torch.uint16 if self._deep else torch.uint8
         consumer = torch.cuda.current_stream(self.device)
-        buf = torch.empty((1, h * 3 // 2, w), dtype=dtype, device=self.device)  # on `consumer`
+        buf = torch.empty((1, h * 3 // 2, w), dtype=dtype, device=self.device) if out is None else out.unsqueeze(0)
         sess_stream = self._session.stream
         sess_stream.wait_stream(consumer)  # the buffer's memory may still be read by earlier work
         with torch.cuda.stream(sess_stream):
             ref.copy_into(buf[0])
         consumer.wait_stream(sess_stream)
-        buf.record_stream(sess_stream)
+        if out is None:
+            buf.record_stream(sess_stream)
         return FrameBatch(
             data=buf, frames=(meta,), format="p010" if self._deep else "nv12", color=self.info.color
         )
 
     def close(self) -> None:
+        retired, self._retired = self._retired, None
+        if retired is not None:
+            retired.close()
         sess, self._session = self._session, None
         if sess is None:
             return
@@ -215,7 +281,7 @@ def open_live_decoder(
     choice = config.decoder
     if device.type == "cuda" and choice in ("auto", "nvdec"):
         try:
-            return NvdecLiveDecoder(conn, device)
+            return NvdecLiveDecoder(conn, device, config.live.decode_latency)
         except Exception as exc:  # noqa: BLE001 - any NVDEC failure to start falls back (or raises, below)
             why = redact_text(str(exc) or type(exc).__name__)
             if choice == "nvdec":

@@ -35,6 +35,11 @@ class LiveOptions:
             many, ``None`` (default) automatic: on a CUDA device, once a run has
             :data:`~vidpipe.sources.live_hub.THRESHOLD` (8) live inputs, half the cores (1 to 8);
             on the CPU none. Kept frames (``keep_frames``) come back from the processes too.
+        decode_latency: when NVDEC hands a decoded frame out (:data:`vidpipe.decode.nvdec.Latency`):
+            ``"auto"`` (default) is ``"zero"`` (as soon as it is decoded: 67 ms sooner than
+            ``"native"`` at 30 fps) for streams that say they do not reorder frames (no
+            B-frames), else ``"low"``; a ``"zero"`` stream whose frames come out of order
+            after all changes to ``"low"`` at its next keyframe (logged once).
     """
 
     rtsp_transport: Literal["tcp", "udp"] = "tcp"
@@ -47,9 +52,11 @@ class LiveOptions:
     batch_timeout: float | None = None
     realtime: bool = False
     processes: int | None = None
+    decode_latency: Literal["auto", "native", "low", "zero"] = "auto"
 
     def __post_init__(self) -> None:
         check_choice("rtsp_transport", self.rtsp_transport, ("tcp", "udp"))
+        check_choice("decode_latency", self.decode_latency, ("auto", "native", "low", "zero"))
         for name in ("open_timeout", "read_timeout", "stall_timeout", "reconnect_min", "reconnect_max"):
             check_range(name, getattr(self, name), low=0.01, high=3600)
         if self.reconnect_max < self.reconnect_min:
