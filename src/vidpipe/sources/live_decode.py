@@ -24,6 +24,7 @@ caught by the stall watchdog. Compressed packets are never dropped to catch up.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
@@ -165,6 +166,7 @@ class NvdecLiveDecoder:
         self._started = False  # decoding starts at the first keyframe
         self._deep = info.bit_depth > 8
         self._last_pts: int | None = None
+        self._fed: collections.deque[int | None] = collections.deque()  # "zero": timestamps of packets fed, not yet out
         self._reordered = False  # "zero" but frames came out of order: "low" from the next keyframe
         self._retired: Any = None  # the "zero" session after a switch (its last frames may be in use)
         self.errors = 0
@@ -190,10 +192,22 @@ class NvdecLiveDecoder:
         refs = self._session.feed(
             Packet(data, packet.pts, packet.dts, self.info.time_base, bool(packet.is_keyframe))
         )
-        out.extend((ref.pts, ref) for ref in refs)
-        if self.latency == "zero" and not self._reordered:
-            self._check_order(out)
-        return out
+        if self.latency != "zero":
+            out.extend((ref.pts, ref) for ref in refs)
+            return out
+        self._fed.append(packet.pts)
+        new = self._in_decode_order(refs)
+        if not self._reordered:
+            self._check_order(new)
+        return out + new
+
+    def _in_decode_order(self, refs: list[Any]) -> list[tuple[int | None, Any]]:
+        """``"zero"`` frames leave in decode order, as soon as decoded, without their timestamps
+        (NVDEC hands back 0): the ``n`` frames out now are the last ``n`` packets fed (a packet
+        that gave no frame is forgotten, so one cannot shift the others' timestamps)."""
+        while len(self._fed) > len(refs):
+            self._fed.popleft()
+        return [(self._fed.popleft() if self._fed else None, ref) for ref in refs]
 
     def _check_order(self, frames: list[tuple[int | None, Any]]) -> None:
         """``"zero"`` hands frames out in decode order: a timestamp that goes back means the
@@ -215,7 +229,8 @@ class NvdecLiveDecoder:
         from vidpipe.decode import nvdec
 
         old = self._session
-        tail = [(ref.pts, ref) for ref in old.finish()]
+        tail = self._in_decode_order(old.finish())
+        self._fed.clear()
         self._retired = old  # closed by close(), after its last frames were taken (one switch at most)
         self._session = nvdec.NvdecSession.acquire(self.info, self.device, latency="low")
         self._session.start(None)  # type: ignore[arg-type]
@@ -227,7 +242,12 @@ class NvdecLiveDecoder:
         if not self._started:
             return []
         self._started = False  # drained: close() need not drain again
-        return [(ref.pts, ref) for ref in self._session.finish()]
+        refs = self._session.finish()
+        if self.latency == "zero":
+            out = self._in_decode_order(refs)
+            self._fed.clear()
+            return out
+        return [(ref.pts, ref) for ref in refs]
 
     def frame_shape(self, ref: Any) -> tuple[tuple[int, ...], "torch.dtype", str]:
         """``(shape, dtype, format)`` of a frame as :meth:`batch` writes it: ``(H*3/2, W)``."""
