@@ -105,15 +105,19 @@ def _machine_busy_s() -> float:
 
 def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, warmup: float,
              batch_size: int, batch_timeout: float | None, decoder: str = "auto",
-             live_processes: int | None = None) -> dict:
+             live_processes: int | None = None, decode_latency: str = "auto") -> dict:
     """One step: detect on ``urls`` until every stream delivered and ``warmup`` passed, then
     count ``seconds`` of results."""
     import vidpipe
     from vidpipe.sources.options import LiveOptions
 
     n = len(urls)
-    live = LiveOptions(batch_timeout=batch_timeout, processes=live_processes)
+    live = LiveOptions(batch_timeout=batch_timeout, processes=live_processes, decode_latency=decode_latency)  # type: ignore[arg-type]
     run = vidpipe.detect(list(urls), model=detector, batch_size=batch_size, live=live, decoder=decoder)
+    # the loop below waits for results: a run that delivers none is closed from here instead
+    watchdog = threading.Timer(warmup + 60 + seconds + 30, run.close)
+    watchdog.daemon = True
+    watchdog.start()
     counts = [0] * n
     seen = [False] * n
     latencies: list[float] = []
@@ -146,6 +150,7 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
                 latencies.append(now - r.meta.captured_mono)
         after = run.status()
     finally:
+        watchdog.cancel()
         if window_start is not None:
             sampler.__exit__()
         run.close()
@@ -195,6 +200,7 @@ def run_streams_bench(
     batch_timeout: float | None = None,
     decoder: str = "auto",
     live_processes: int | None = None,
+    decode_latency: str = "auto",
     clip: str | os.PathLike | None = None,
     size: tuple[int, int] = (1920, 1080),
     fps: int = 30,
@@ -226,7 +232,7 @@ def run_streams_bench(
                     logger.info("bench streams: %d streams, batch %d", n, bs)
                     row = _measure(urls[:n], detector=detector, fps=fps, seconds=seconds, warmup=warmup,
                                    batch_size=bs, batch_timeout=batch_timeout, decoder=decoder,
-                                   live_processes=live_processes)
+                                   live_processes=live_processes, decode_latency=decode_latency)
                     row["batch_size"] = bs
                     rows.append(row)
                     logger.info("bench streams: %s", row)

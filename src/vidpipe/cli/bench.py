@@ -91,6 +91,8 @@ def add_parser(sub, common) -> None:
     s.add_argument("--decoder", default="auto", help="video decoder of the streams: auto, nvdec, pyav")
     s.add_argument("--live-processes", type=_processes, default=None, metavar="N",
                    help="decoder processes for the streams (0: threads; default: automatic, see LiveOptions.processes)")
+    s.add_argument("--decode-latency", default="auto", choices=("auto", "native", "low", "zero"),
+                   help="when NVDEC hands frames out (LiveOptions.decode_latency; default: auto)")
     s.add_argument("--nginx-root", default=None, metavar="DIR",
                    help="nginx + libnginx-mod-rtmp unpacked with dpkg -x (default: the system's)")
     s.add_argument("--per-process", type=_positive_int, default=8, help="streams per publisher process")
@@ -193,6 +195,7 @@ def run_streams(args: argparse.Namespace) -> int:
         batch_timeout=args.batch_timeout,
         decoder=args.decoder,
         live_processes=args.live_processes,
+        decode_latency=args.decode_latency,
         clip=args.input,
         size=_size(args.size),
         nginx_root=args.nginx_root,
