@@ -156,6 +156,50 @@ def test_keeper_children_outlive_the_thread_that_asked_and_end_with_the_keeper()
             procs[0].wait()
 
 
+@pytest.mark.parametrize("setpriv", [True, False], ids=["setpriv", "preexec"])
+def test_programs_die_with_the_thread_that_started_them_from_a_threaded_process(monkeypatch, setpriv):
+    """``with_parent_death``: both ways (util-linux's ``setpriv --pdeathsig``, and the
+    ``preexec_fn`` where it is missing) kill the program when the starting thread ends; busy
+    threads beside it (decoders, a model) do not hang the start."""
+    import shutil
+
+    from vidpipe.lifetime import keeper as keeper_mod
+
+    if setpriv and shutil.which("setpriv") is None:
+        pytest.skip("util-linux's setpriv is not installed")
+    if not setpriv:
+        monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            pass
+
+    busy = [threading.Thread(target=spin, daemon=True) for _ in range(4)]
+    for b in busy:
+        b.start()
+    procs: list = []
+
+    def start() -> None:
+        argv, preexec = keeper_mod.with_parent_death(["sleep", "60"])
+        assert (argv[0].endswith("setpriv") and preexec is None) if setpriv else (argv[0] == "sleep" and preexec)
+        procs.append(__import__("subprocess").Popen(argv, preexec_fn=preexec))
+
+    try:
+        for _ in range(5):
+            t = threading.Thread(target=start)
+            t.start()
+            t.join(timeout=10)
+            assert not t.is_alive(), "starting the program hung"
+            assert procs[-1].wait(timeout=GONE_S + 3) == -signal.SIGKILL  # its thread ended
+    finally:
+        stop.set()
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 def test_folders_of_killed_runs_are_removed_by_the_next_one(tmp_path, monkeypatch):
     """A bench killed with ``kill -9`` leaves its media folder; the next bench removes it, and
     never a folder of a process that still runs."""

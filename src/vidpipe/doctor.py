@@ -140,13 +140,13 @@ def _driver_version() -> tuple[str | None, str]:
         except Exception as exc:  # noqa: BLE001
             logger.debug("NVML driver query failed: %s", exc)
     if shutil.which("nvidia-smi"):
-        from vidpipe.lifetime.keeper import die_with_parent
+        from vidpipe.lifetime.keeper import with_parent_death
 
+        argv, preexec = with_parent_death(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
         try:
             out = subprocess.run(
-                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=5, check=True,
-                preexec_fn=die_with_parent(),  # this thread waits for it: it dies with us
+                argv, capture_output=True, text=True, timeout=5, check=True,
+                preexec_fn=preexec,  # this thread waits for it: it dies with us
             ).stdout.split()
             if out:
                 return out[0], "nvidia-smi"

@@ -100,12 +100,12 @@ def _from_nvidia_smi(pids: set[int]) -> float | None:
     tool = shutil.which("nvidia-smi")
     if tool is None:
         return None
-    from vidpipe.lifetime.keeper import die_with_parent
+    from vidpipe.lifetime.keeper import with_parent_death
 
+    argv, preexec = with_parent_death([tool, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"])
     try:
-        out = subprocess.run([tool, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=10, check=True,
-                             preexec_fn=die_with_parent()).stdout  # fmt: skip
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=True,
+                             preexec_fn=preexec).stdout  # fmt: skip
     except (OSError, subprocess.SubprocessError) as exc:
         logger.debug("nvidia-smi failed: %s", exc)
         return None

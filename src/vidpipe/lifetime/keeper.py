@@ -11,9 +11,14 @@ the write end and they see end of file.
 - **Python children** (``python -m vidpipe...``): get the lifeline's read end and this process's
   pid in the environment, and arm both watches themselves
   (:func:`~vidpipe.lifetime.child.watch_from_env`), so they can clean up before they exit.
-- **Other programs** (nginx, ffmpeg, nvidia-smi): get ``PR_SET_PDEATHSIG`` = ``SIGKILL`` between
-  ``fork`` and ``exec`` (:func:`die_with_parent`), then a check that the parent did not die
-  before the signal was armed. Only the process started gets the signal: a program that forks
+- **Other programs** (nginx, ffmpeg, nvidia-smi): get ``PR_SET_PDEATHSIG`` = ``SIGKILL``
+  (:func:`with_parent_death`): from util-linux's ``setpriv --pdeathsig KILL``, which arms it and
+  then runs the program, where ``setpriv`` is installed; else between ``fork`` and ``exec``
+  (:func:`die_with_parent`, a ``preexec_fn``, then a check that the parent did not die before the
+  signal was armed). ``setpriv`` comes first because Python code between ``fork`` and ``exec``
+  can deadlock a process that has other threads (CPython's documentation says so of
+  ``preexec_fn``; seen on an H200: a benchmark with decoder threads hung for good in
+  ``Popen`` of nginx). Only the process started gets the signal: a program that forks
   workers of its own must run as one process (the RTMP server runs nginx with
   ``master_process off``).
 """
@@ -32,7 +37,7 @@ from typing import Any, TypeVar
 
 from vidpipe.lifetime.child import LIFELINE_ENV, PARENT_ENV, PR_SET_PDEATHSIG
 
-__all__ = ["Keeper", "die_with_parent", "reap"]
+__all__ = ["Keeper", "die_with_parent", "reap", "with_parent_death"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +79,19 @@ def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None] | None:
     return arm
 
 
+def with_parent_death(argv: Sequence[str], sig: int = signal.SIGKILL) -> tuple[list[str], Callable[[], None] | None]:
+    """``(argv, preexec_fn)`` for :class:`subprocess.Popen` so that the program gets ``sig`` when
+    the thread that starts it ends: ``setpriv --pdeathsig`` in front of ``argv`` where it is
+    installed (nothing runs in Python between ``fork`` and ``exec``), else ``argv`` and
+    :func:`die_with_parent`'s ``preexec_fn``. The same thread rule as :func:`die_with_parent`."""
+    import shutil
+
+    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+    if setpriv is None:
+        return list(argv), die_with_parent(sig)
+    return [setpriv, f"--pdeathsig={signal.Signals(sig).name.removeprefix('SIG')}", "--", *argv], None
+
+
 class Keeper:
     """Starts child processes from a thread named ``name`` that lives until :meth:`close`, and
     holds their lifeline. Closing it closes the lifeline: Python children still running exit.
@@ -101,6 +119,7 @@ class Keeper:
         env = dict(os.environ if env is None else env)
         fds = tuple(pass_fds)
         preexec = None
+        args = list(argv)
         if python:
             watch = self._pipe()
             env[PARENT_ENV], env[LIFELINE_ENV] = str(os.getpid()), str(watch)
@@ -108,8 +127,8 @@ class Keeper:
         else:
             env.pop(PARENT_ENV, None)
             env.pop(LIFELINE_ENV, None)
-            preexec = die_with_parent()
-        return self.call(lambda: subprocess.Popen(list(argv), env=env, pass_fds=fds, preexec_fn=preexec, **kwargs))
+            args, preexec = with_parent_death(args)
+        return self.call(lambda: subprocess.Popen(args, env=env, pass_fds=fds, preexec_fn=preexec, **kwargs))
 
     def call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on the keeper's thread (start children there); its result or its error."""
