@@ -167,6 +167,7 @@ class NvdecLiveDecoder:
         self._deep = info.bit_depth > 8
         self._last_pts: int | None = None
         self._fed: collections.deque[int | None] = collections.deque()  # "zero": timestamps of packets fed, not yet out
+        self._lag: int | None = None  # "zero": packets between a picture's and its frame's way out
         self._reordered = False  # "zero" but frames came out of order: "low" from the next keyframe
         self._retired: Any = None  # the "zero" session after a switch (its last frames may be in use)
         self.errors = 0
@@ -202,10 +203,16 @@ class NvdecLiveDecoder:
         return out + new
 
     def _in_decode_order(self, refs: list[Any]) -> list[tuple[int | None, Any]]:
-        """``"zero"`` frames leave in decode order, as soon as decoded, without their timestamps
-        (NVDEC hands back 0): the ``n`` frames out now are the last ``n`` packets fed (a packet
-        that gave no frame is forgotten, so one cannot shift the others' timestamps)."""
-        while len(self._fed) > len(refs):
+        """``"zero"`` frames leave in decode order without their timestamps (NVDEC hands back
+        0), each once its picture is complete: with the packet that holds it, or, where the
+        parser waits for the next picture's start, one packet later. That lag is measured at
+        the first frame; then the ``n`` frames out now are the ``n`` oldest of the last ``n +
+        lag`` packets fed (a packet that gave no frame is forgotten, so it cannot shift the
+        others' timestamps)."""
+        if refs and self._lag is None:
+            self._lag = max(0, len(self._fed) - len(refs))
+        keep = len(refs) + (self._lag or 0)
+        while len(self._fed) > keep:
             self._fed.popleft()
         return [(self._fed.popleft() if self._fed else None, ref) for ref in refs]
 

@@ -17,8 +17,7 @@ parent) and spreads the streams over them (fewest streams first). Each stream ru
 only decodes: each frame goes straight into one of ``SLOTS`` frame buffers this process allocated
 at the stream's frame size and shared (CUDA IPC, or anonymous shared memory on the CPU). Here the
 receiver thread preprocesses it from the slot (letterbox, colour conversion, kept frames) on the
-stream's CUDA stream, in turn with the other receivers, and hands the slot back once that work
-is done. So the GPU's compute runs in one CUDA context: when each child preprocessed its own
+stream's CUDA stream and hands the slot back once that work is done. So the GPU's compute runs in one CUDA context: when each child preprocessed its own
 frames, nine contexts took turns at the GPU (an H100 75-80% busy at 64 streams for 1,576
 results/s). States and counters (``live_state``, ``frames_in``, ``reconnects``, ...) come with
 every frame and every half second; drops are this process's latest-wins drops plus the child's
@@ -131,7 +130,7 @@ class _Link:
         _, _, fmt, color = self.key  # type: ignore[misc]
         batch = FrameBatch(data=ring.tensors[slot].unsqueeze(0), frames=(meta,), format=fmt,
                            color=None if fmt == "rgb" else color)  # fmt: skip
-        with self._scope, self.hub.submit:
+        with self._scope:
             inp = self.hub.to_input(batch)
             ready = ready_event(self._cuda_stream)
         return inp, ready
@@ -192,7 +191,6 @@ class LiveHub:
         self.device = device
         self.geometry = DetectorGeometry.of(detector)
         self.to_input = preprocessor(detector, config)
-        self.submit = threading.Lock()  # the receivers queue their GPU work in turn (SourceContext.gpu_submit)
         self.pool = DecoderProcessPool(str(device), processes)
         self._lock = threading.Lock()
         self._rings = 0  # frame rings made so far (their ids)
