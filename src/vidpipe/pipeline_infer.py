@@ -83,7 +83,8 @@ class Inference:
     Args:
         detector: the run's detector (its device is the run's).
         config: the run's config (``batch_size``, ``accel``, ``results_on_host``).
-        stats: where stage times go (``model``, ``postprocess``, ``d2h``).
+        stats: where stage times go (``model``, ``postprocess``, ``d2h``; ``preprocess`` of
+            pending frames).
     """
 
     def __init__(self, detector: "Detector", config: "PipelineConfig", stats: "PipelineStats") -> None:
@@ -97,6 +98,7 @@ class Inference:
         self._call_lock = threading.Lock()  # a model call and release() never overlap
         self._forward = self._oom_guarded(detector)
         self._post_stream: Any = None  # CUDA stream of head + NMS + device->host copies
+        self._to_input: Any = None  # Preprocessor of pending frames, made at the first
         self.warmup_s = 0.0
 
     @property
@@ -183,17 +185,31 @@ class Inference:
 
     def launch(self, chunks: "list[QueuedChunk]", torch: Any) -> "_InFlight":
         """Join the chunks into one model input and queue the model on it (current stream)."""
-        from vidpipe.ops.preprocess import concat_inputs
+        from vidpipe.batching.pending import PendingFrame, materialize
 
         cuda = self.device.type == "cuda"
+        parts = [c.inp for c in chunks]
         if cuda:
             cur = torch.cuda.current_stream(self.device)
             for c in chunks:
                 if c.ready is not None:
                     cur.wait_event(c.ready)
-                c.inp.tensor.record_stream(cur)
-                _record_images(c.inp, cur)
-        inp = concat_inputs([c.inp for c in chunks])
+                if not isinstance(c.inp, PendingFrame):
+                    c.inp.tensor.record_stream(cur)
+                    _record_images(c.inp, cur)
+        pending = sum(isinstance(p, PendingFrame) for p in parts)
+        if pending:  # frames queued as decoded: preprocessed here, together (vidpipe.batching.pending)
+            if self._to_input is None:
+                from vidpipe.ops.preprocess import Preprocessor
+
+                self._to_input = Preprocessor(self.detector, self.config)
+            t0 = time.perf_counter()
+            inp = materialize(parts, self._to_input)
+            self.stats.add("preprocess", time.perf_counter() - t0, pending)
+        else:
+            from vidpipe.ops.preprocess import concat_inputs
+
+            inp = concat_inputs(parts)  # type: ignore[arg-type]
         n = len(inp)
         timer = self.stats.time_gpu("model", n, cur) if cuda else self.stats.time("model", n)
         with timer:

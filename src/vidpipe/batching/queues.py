@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from vidpipe.batching.pending import PendingFrame
     from vidpipe.pipeline_config import SourceState
     from vidpipe.types import ModelInput
 
@@ -38,14 +39,15 @@ class QueuedChunk:
 
     Attributes:
         stream_id: the source's stream id.
-        inp: ``(B, 3, H, W)`` model input of ``B`` frames, on the run's device.
+        inp: ``(B, 3, H, W)`` model input of ``B`` frames, on the run's device, or one
+            :class:`~vidpipe.batching.pending.PendingFrame` (preprocessed with its batch).
         ready: ``torch.cuda.Event`` recorded after its preprocessing on the worker's stream, or
             ``None`` on the CPU.
         at: ``time.monotonic()`` when it was queued (the batcher's deadline counts from there).
     """
 
     stream_id: int
-    inp: "ModelInput"
+    inp: "ModelInput | PendingFrame"
     ready: Any = None
     at: float = field(default_factory=time.monotonic)
 
@@ -55,7 +57,15 @@ class QueuedChunk:
     @property
     def shape(self) -> tuple:
         """``(3, H, W)``: chunks batch together only when this matches."""
-        return tuple(self.inp.tensor.shape[1:])
+        pending = getattr(self.inp, "input_shape", None)  # a PendingFrame (vidpipe.batching.pending)
+        return pending if pending is not None else tuple(self.inp.tensor.shape[1:])
+
+    def discard(self) -> None:
+        """This chunk will never reach the model: let go of what it holds (a pending frame's
+        buffer)."""
+        release = getattr(self.inp, "release", None)
+        if release is not None:
+            release(None)
 
 
 def split_input(inp: "ModelInput", m: int) -> "tuple[ModelInput, ModelInput]":
@@ -121,7 +131,7 @@ class SourceQueue:
         self.interval: float | None = None  # live: smoothed seconds between puts (the stream's frame interval)
 
     # ----------------------------------------------------------------- worker side
-    def put(self, inp: "ModelInput", ready: Any, *, stop: threading.Event) -> bool:
+    def put(self, inp: "ModelInput | PendingFrame", ready: Any, *, stop: threading.Event) -> bool:
         """Queue one chunk; ``False`` (nothing queued) once the queue is closed or ``stop`` is set.
 
         A finite source waits here while its queue is full; a live source never waits: its
@@ -149,6 +159,7 @@ class SourceQueue:
             if self.live:
                 while self.frames > self.capacity and len(self.chunks) > 1:
                     old = self.chunks.popleft()
+                    old.discard()
                     self.frames -= len(old)
                     self.state.produced -= len(old)
                     self.state.drop("queue", len(old))
@@ -194,6 +205,8 @@ class SourceQueue:
         dropped = self.frames
         self.closed = True
         self.done = True
+        for c in self.chunks:
+            c.discard()
         self.chunks.clear()
         self.frames = 0
         if self._tally is not None:

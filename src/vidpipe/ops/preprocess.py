@@ -8,13 +8,15 @@ letterboxed with plain PyTorch ops; NV12/P010 batches (NVDEC) go through the fus
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vidpipe.ops.letterbox import letterbox
 from vidpipe.types import FrameBatch, ModelInput
 
 if TYPE_CHECKING:
     import torch
+
+    from vidpipe.pipeline_config import PipelineConfig
 
 
 def preprocess(
@@ -120,3 +122,30 @@ def concat_inputs(parts: "list[ModelInput]") -> ModelInput:
         pad=torch.cat([p.pad for p in parts]),
         images=images,
     )
+
+
+class Preprocessor:
+    """``FrameBatch -> ModelInput`` for one detector and run config, as every source does it:
+    the canvas of :func:`~vidpipe.ops.letterbox.canvas_size` (``config.letterbox`` for models of
+    dynamic shape, else the model's square), then :func:`preprocess` with ``config.keep_frames``,
+    on the current CUDA stream. ``detector`` needs ``device``, ``dtype``, ``input_size`` and
+    ``model.info``."""
+
+    def __init__(self, detector: Any, config: "PipelineConfig") -> None:
+        info = detector.model.info
+        self._device, self._dtype = detector.device, detector.dtype
+        self._size, self._stride = tuple(detector.input_size), info.stride
+        self._mode = config.letterbox if info.dynamic_shape else "square"
+        self._keep = config.keep_frames
+
+    def input_shape(self, height: int, width: int) -> tuple[int, int, int]:
+        """``(3, H, W)`` of the model input of a ``height x width`` frame."""
+        from vidpipe.ops.letterbox import canvas_size
+
+        return (3, *canvas_size(height, width, self._size, stride=self._stride, mode=self._mode))  # type: ignore[arg-type]
+
+    def __call__(self, batch: FrameBatch) -> ModelInput:
+        from vidpipe.ops.letterbox import canvas_size
+
+        size = canvas_size(batch.height, batch.width, self._size, stride=self._stride, mode=self._mode)  # type: ignore[arg-type]
+        return preprocess(batch, size=size, dtype=self._dtype, device=self._device, keep_frames=self._keep)

@@ -47,6 +47,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
+from vidpipe.ops.preprocess import Preprocessor
 from vidpipe.sources.capture import CaptureStamps, camera_time
 from vidpipe.sources.connect import is_permanent, live_target
 from vidpipe.sources.drive import ready_event, stream_scope
@@ -61,11 +62,11 @@ from vidpipe.types import FrameMeta
 if TYPE_CHECKING:
     import torch
 
-    from vidpipe.pipeline_config import PipelineConfig, SourceState
+    from vidpipe.pipeline_config import SourceState
     from vidpipe.sources.base import Chunk, SourceContext
     from vidpipe.sources.spec import SourceSpec
 
-__all__ = ["LiveSource", "Buffers", "preprocessor"]
+__all__ = ["LiveSource", "Buffers"]
 
 
 
@@ -217,7 +218,7 @@ class LiveSource:
         stamps = CaptureStamps()
         conn = dec = None
         frames = 0
-        to_input = preprocessor(ctx.detector, ctx.config)
+        to_input = Preprocessor(ctx.detector, ctx.config)
         try:
             while True:
                 if ctx.stop.is_set():
@@ -387,23 +388,3 @@ class LiveSource:
         ctx.stats.add("preprocess", time.perf_counter() - t1, 1)
         self._kept += 1
         return inp, ready
-
-
-def preprocessor(detector: Any, config: "PipelineConfig") -> Any:
-    """``FrameBatch -> ModelInput`` exactly as the file source does it (canvas_size + preprocess),
-    on the current CUDA stream."""
-    from vidpipe.ops.letterbox import canvas_size
-    from vidpipe.ops.preprocess import preprocess
-
-    info = detector.model.info
-    mode = config.letterbox if info.dynamic_shape else "square"
-
-    def to_input(fb: Any) -> Any:
-        size = canvas_size(fb.height, fb.width, detector.input_size, stride=info.stride, mode=mode)
-        return preprocess(
-            fb, size=size, dtype=detector.dtype, device=detector.device, keep_frames=config.keep_frames
-        )
-
-    return to_input
-
-

@@ -209,9 +209,11 @@ class NvdecLiveDecoder:
         the first frame; then the ``n`` frames out now are the ``n`` oldest of the last ``n +
         lag`` packets fed (a packet that gave no frame is forgotten, so it cannot shift the
         others' timestamps)."""
-        if refs and self._lag is None:
+        if not refs and self._lag is None:
+            return []  # the first frame is not out yet: the lag is not known
+        if self._lag is None:
             self._lag = max(0, len(self._fed) - len(refs))
-        keep = len(refs) + (self._lag or 0)
+        keep = len(refs) + self._lag
         while len(self._fed) > keep:
             self._fed.popleft()
         return [(self._fed.popleft() if self._fed else None, ref) for ref in refs]

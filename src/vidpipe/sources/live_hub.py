@@ -16,10 +16,13 @@ parent) and spreads the streams over them (fewest streams first). Each stream ru
 :class:`~vidpipe.sources.live.LiveSource` in its child (:mod:`vidpipe.sources.live_child`), which
 only decodes: each frame goes straight into one of ``SLOTS`` frame buffers this process allocated
 at the stream's frame size and shared (CUDA IPC, or anonymous shared memory on the CPU). Here the
-receiver thread preprocesses it from the slot (letterbox, colour conversion, kept frames) on the
-stream's CUDA stream and hands the slot back once that work is done. So the GPU's compute runs in one CUDA context: when each child preprocessed its own
+receiver thread queues it as it is, a :class:`~vidpipe.batching.pending.PendingFrame`; the batch
+that takes it preprocesses all its frames together (letterbox, colour conversion, kept frames: one
+fused launch) and the slot goes back to the child once that work is done. So the GPU's compute
+runs in one CUDA context and costs one launch per batch: when each child preprocessed its own
 frames, nine contexts took turns at the GPU (an H100 75-80% busy at 64 streams for 1,576
-results/s). States and counters (``live_state``, ``frames_in``, ``reconnects``, ...) come with
+results/s); when the receivers preprocessed each frame as it came, they fell behind (an H200:
+178 results/s at 64 streams). States and counters (``live_state``, ``frames_in``, ``reconnects``, ...) come with
 every frame and every half second; drops are this process's latest-wins drops plus the child's
 (by cause: ``SourceState.drop``). A child that dies fails its streams with a clear error; the
 others go on.
@@ -48,8 +51,9 @@ __all__ = ["LiveHub", "LiveProcesses", "ProcessLiveSource", "default_processes",
 
 logger = logging.getLogger(__name__)
 
-#: model-input buffers per stream shared with its child
-SLOTS = 4
+#: frame buffers per stream shared with its child: a frame holds one from its decode until its
+#: batch's preprocessing is done (about two frame intervals)
+SLOTS = 6
 #: ``LiveOptions.processes=None`` on a CUDA device: live streams go to decoder processes once a
 #: run has this many (8 paced 1080p30 streams held in threads on an H100; 16 did not, cleanly)
 THRESHOLD = 8
@@ -73,14 +77,13 @@ class _OneChild:
 
 class _Link:
     """One stream's connection to its child. The hub's receiver thread calls :meth:`handle` for
-    each message: a frame is preprocessed out of its slot on the link's CUDA stream and put on
-    ``sink`` right there (no thread of the stream's own wakes per frame), and its slot handed
-    back once that work is done."""
+    each message: a frame is put on ``sink`` right there, as a
+    :class:`~vidpipe.batching.pending.PendingFrame` over its slot (no thread of the stream's own
+    wakes per frame, and no GPU work here: the batch that takes it preprocesses it), and its
+    slot handed back to the child once that work is done."""
 
     def __init__(self, stream_id: int, child: int, hub: "LiveHub", *, state: "SourceState",
                  sink: Any, stop: threading.Event) -> None:  # fmt: skip
-        from vidpipe.sources.drive import stream_scope
-
         self.stream_id = stream_id
         self.child = child
         self.hub = hub
@@ -90,10 +93,10 @@ class _Link:
         self.done = threading.Event()  # the child's stream ended (``end`` says how)
         self.end: Any = None
         self.refused = False  # the sink refused a frame (the run is stopping)
-        self._cuda_stream, self._scope = stream_scope(hub.device)
-        self._pending: list[tuple[Any, int]] = []  # (preprocessing done event, slot) not handed back yet
+        self._pending: list[tuple[Any, int, int]] = []  # (work done event, ring id, slot) not handed back yet
         self.ring: Any = None  # the Ring of this stream's frames (``live-size``)
         self.key: tuple | None = None  # its (shape, dtype, format, color)
+        self.input_shape: tuple[int, int, int] | None = None  # (3, H, W) model input of its frames
         self._child_drops = 0
         self._own_causes: dict[str, int] = {}  # drops counted here of causes the child counts too
         self._lock = threading.Lock()
@@ -115,42 +118,43 @@ class _Link:
                 self._own_causes["startup"] = self._own_causes.get("startup", 0) + 1
                 self.state.drop_causes["startup"] = self.state.drop_causes.get("startup", 0) + 1
                 return
-            inp, ready = self._chunk(ring, slot, meta)
-            if not self.sink.put(inp, ready, stop=self.stop):
+            if not self.sink.put(self._frame(ring, slot, meta), None, stop=self.stop):
                 self.refused = True
-            with self._lock:
-                self._pending.append((ready, slot))
-            if len(self._pending) >= SLOTS // 2:
+            if len(self._pending) >= 2:
                 self.hand_back()
 
-    def _chunk(self, ring: Any, slot: int, meta: Any) -> tuple[Any, Any]:
-        from vidpipe.sources.drive import ready_event
+    def _frame(self, ring: Any, slot: int, meta: Any) -> Any:
+        from vidpipe.batching.pending import PendingFrame
         from vidpipe.types import FrameBatch
 
         _, _, fmt, color = self.key  # type: ignore[misc]
         batch = FrameBatch(data=ring.tensors[slot].unsqueeze(0), frames=(meta,), format=fmt,
                            color=None if fmt == "rgb" else color)  # fmt: skip
-        with self._scope:
-            inp = self.hub.to_input(batch)
-            ready = ready_event(self._cuda_stream)
-        return inp, ready
+        ring_id = ring.id
+
+        def release(done: Any) -> None:  # the slot may be written again once `done` (any thread)
+            with self._lock:
+                self._pending.append((done, ring_id, slot))
+
+        return PendingFrame(batch=batch, input_shape=self.input_shape, release=release)  # type: ignore[arg-type]
 
     def hand_back(self) -> None:
-        """Hand the slots whose preprocessing is done back to the child, in one message."""
+        """Hand the current ring's slots whose work is done back to the child, in one message."""
         with self._lock:
-            done = [slot for ev, slot in self._pending if ev is None or ev.query()]
-            if not done:
-                return
-            self._pending = [(ev, slot) for ev, slot in self._pending if slot not in done]
-            ring_id = self.ring.id
-        self.hub.free(self, ring_id, done)
+            ring_id = None if self.ring is None else self.ring.id
+            done = [slot for ev, rid, slot in self._pending if rid == ring_id and (ev is None or ev.query())]
+            self._pending = [(ev, rid, slot) for ev, rid, slot in self._pending
+                             if rid == ring_id and slot not in done]  # fmt: skip
+        if done:
+            self.hub.free(self, ring_id, done)  # type: ignore[arg-type]
 
     def drain(self) -> None:
         """Wait for the work queued on this link's frames (before their ring is let go)."""
-        if self._cuda_stream is not None:
-            self._cuda_stream.synchronize()
         with self._lock:
+            events = [ev for ev, _, _ in self._pending if ev is not None]
             self._pending = []
+        for ev in events:
+            ev.synchronize()
 
     def raise_end(self, name: str) -> None:
         """Raise how the stream ended (nothing for a clean end)."""
@@ -186,11 +190,11 @@ class LiveHub:
         from vidpipe.decode.procpool import DecoderProcessPool
         from vidpipe.sources.live_child import DetectorGeometry
 
-        from vidpipe.sources.live import preprocessor
+        from vidpipe.ops.preprocess import Preprocessor
 
         self.device = device
         self.geometry = DetectorGeometry.of(detector)
-        self.to_input = preprocessor(detector, config)
+        self.to_input = Preprocessor(detector, config)  # for the model inputs' shapes
         self.pool = DecoderProcessPool(str(device), processes)
         self._lock = threading.Lock()
         self._rings = 0  # frame rings made so far (their ids)
@@ -236,6 +240,8 @@ class LiveHub:
         old = link.ring
         if old is not None:
             link.drain()
+        h, w = (shape[0] * 2 // 3, shape[1]) if len(shape) == 2 else (shape[1], shape[2])
+        link.input_shape = self.to_input.input_shape(h, w)
         link.ring, link.key = ring, key
         self.pool.send(link.child, ("live-ring", link.stream_id, ident, key))
         if old is not None:
@@ -327,15 +333,24 @@ class ProcessLiveSource:
         state.live_state = "connecting"
         inbox = _Inbox()
         link = self.hub.attach(self.spec, state, inbox, ctx.stop)
+        from vidpipe.batching.pending import materialize
+        from vidpipe.sources.drive import ready_event, stream_scope
+
+        cuda_stream, scope = stream_scope(self.hub.device)
         try:
             while not ctx.stop.is_set():
                 try:
-                    yield inbox.chunks.get(timeout=_POLL_S)
+                    pending, _ = inbox.chunks.get(timeout=_POLL_S)
                 except queue.Empty:
                     if link.done.is_set() and inbox.chunks.empty():
                         link.raise_end(self.spec.name)
                         return
                     link.hand_back()
+                    continue
+                with scope:  # preprocessed here, on this thread's CUDA stream
+                    inp = materialize([pending], self.hub.to_input)
+                    ready = ready_event(cuda_stream)
+                yield inp, ready
         finally:
             self.hub.detach(link)
 
