@@ -216,6 +216,25 @@ def _latency(nvc: Any, latency: str) -> dict[str, Any]:
     return {"latency": getattr(kind, member)}
 
 
+def _end_of_picture(nvc: Any) -> Any:
+    """The packet flag that says a packet ends its picture (``CUVID_PKT_ENDOFPICTURE``): the
+    parser then hands the picture to the decoder at once instead of when the next one starts,
+    one packet (33 ms at 30 fps) sooner. For ``"zero"`` latency, whose packets are whole access
+    units (live demuxers); ``None`` where this PyNvVideoCodec does not have it."""
+    flag = getattr(getattr(nvc, "VideoPacketFlag", None), "ENDOFPICTURE", None)
+    if flag is None:
+        return None
+    try:
+        nvc.PacketData().decode_flag = flag
+    except Exception:  # noqa: BLE001 - the attribute takes an int in some versions
+        try:
+            flag = int(flag)
+            nvc.PacketData().decode_flag = flag
+        except Exception:  # noqa: BLE001 - not settable here
+            return None
+    return flag
+
+
 def session_key(info: StreamInfo, device: "torch.device", latency: Latency = "native") -> tuple:
     """What makes two streams able to share an initialized NVDEC session."""
     return (_gpu(device), canonical_codec(info.codec), info.bit_depth, info.profile, info.width, info.height,
@@ -259,6 +278,7 @@ class NvdecSession:
             **_latency(nvc, latency),
         )
         self._packet = nvc.PacketData()
+        self._end_of_picture = _end_of_picture(nvc) if latency == "zero" else None
         self._drained = True  # nothing pending: may go back to the pool
         self._prepend = False
         self._extradata = _extradata(info)
@@ -295,6 +315,8 @@ class NvdecSession:
         pd.bsl_data = _address(data)
         pd.bsl = len(data)
         pd.pts = packet.pts if packet.pts is not None else -1
+        if self._end_of_picture is not None:
+            pd.decode_flag = self._end_of_picture
         self._drained = False
         return self._decode(pd)  # ``data`` stays alive until Decode returns
 
