@@ -122,7 +122,7 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
     seen = [False] * n
     latencies: list[float] = []
     t_start = time.monotonic()
-    window_start = window_end = None
+    window_start = window_end = measured_end = None
     before = after = None
     cpu0 = cpu_s = machine_s = busy0 = 0.0
     procs = 0
@@ -141,6 +141,7 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
                     sampler.__enter__()
                 continue
             if now >= window_end:  # read before the loop ends: leaving it closes the run
+                measured_end = now
                 procs = run.live_processes
                 cpu_s = time.process_time() + run.live_processes_cpu_s() - cpu0
                 machine_s = _machine_busy_s() - busy0
@@ -156,7 +157,7 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
         run.close()
     if window_start is None or before is None:
         return {"streams": n, "note": "failed: the run ended before the measurement window"}
-    wall = time.monotonic() - window_start
+    wall = (measured_end or time.monotonic()) - window_start  # not the run's close
     per_stream = [c / wall for c in counts]
     drops = sum(a["drops"] - b["drops"] for a, b in zip(after["streams"], before["streams"]))
     reconnects = sum(a["reconnects"] - b["reconnects"] for a, b in zip(after["streams"], before["streams"]))
@@ -213,6 +214,7 @@ def run_streams_bench(
     from vidpipe.bench.publishers import PublisherProcesses
     from vidpipe.bench.realclip import build_real_clip
     from vidpipe.bench.rtmp_server import RtmpServer
+    from vidpipe.pipeline_config import PipelineConfig
     from vidpipe.bench.workdir import media_folder
 
     counts = sorted({int(s) for s in streams})
@@ -228,7 +230,7 @@ def run_streams_bench(
             try:
                 time.sleep(2.0)  # publishers connect and send their first keyframe
                 for n in counts:
-                    bs = batch_size or max(1, min(n, 64))
+                    bs = batch_size or max(1, min(n, PipelineConfig().batch_size))  # what vidpipe.detect uses
                     logger.info("bench streams: %d streams, batch %d", n, bs)
                     row = _measure(urls[:n], detector=detector, fps=fps, seconds=seconds, warmup=warmup,
                                    batch_size=bs, batch_timeout=batch_timeout, decoder=decoder,

@@ -85,7 +85,7 @@ def add_parser(sub, common) -> None:
     s.add_argument("--device", default="auto")
     s.add_argument("--model", default="yolov3-tiny")
     s.add_argument("--batch-size", type=_positive_int, default=None,
-                   help="frames per model call (default: the stream count, at most 64)")
+                   help="frames per model call (default: vidpipe.detect's, 32, or the stream count if fewer)")
     s.add_argument("--batch-timeout", type=float, default=None, metavar="S",
                    help="seconds a partial batch waits (default: one frame interval)")
     s.add_argument("--decoder", default="auto", help="video decoder of the streams: auto, nvdec, pyav")
