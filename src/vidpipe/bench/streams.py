@@ -105,14 +105,17 @@ def _machine_busy_s() -> float:
 
 def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, warmup: float,
              batch_size: int, batch_timeout: float | None, decoder: str = "auto",
-             live_processes: int | None = None, decode_latency: str = "auto") -> dict:
+             live_processes: int | None = None, decode_latency: str = "auto",
+             queue_frames: int | None = None) -> dict:
     """One step: detect on ``urls`` until every stream delivered and ``warmup`` passed, then
     count ``seconds`` of results."""
     import vidpipe
     from vidpipe.sources.options import LiveOptions
 
     n = len(urls)
-    live = LiveOptions(batch_timeout=batch_timeout, processes=live_processes, decode_latency=decode_latency)  # type: ignore[arg-type]
+    queue = {} if queue_frames is None else {"queue_frames": queue_frames}
+    live = LiveOptions(batch_timeout=batch_timeout, processes=live_processes, decode_latency=decode_latency,  # type: ignore[arg-type]
+                       **queue)  # fmt: skip
     run = vidpipe.detect(list(urls), model=detector, batch_size=batch_size, live=live, decoder=decoder)
     # the loop below waits for results: a run that delivers none is closed from here instead
     watchdog = threading.Timer(warmup + 60 + seconds + 30, run.close)
@@ -202,6 +205,7 @@ def run_streams_bench(
     decoder: str = "auto",
     live_processes: int | None = None,
     decode_latency: str = "auto",
+    queue_frames: int | None = None,
     clip: str | os.PathLike | None = None,
     size: tuple[int, int] = (1920, 1080),
     fps: int = 30,
@@ -234,7 +238,8 @@ def run_streams_bench(
                     logger.info("bench streams: %d streams, batch %d", n, bs)
                     row = _measure(urls[:n], detector=detector, fps=fps, seconds=seconds, warmup=warmup,
                                    batch_size=bs, batch_timeout=batch_timeout, decoder=decoder,
-                                   live_processes=live_processes, decode_latency=decode_latency)
+                                   live_processes=live_processes, decode_latency=decode_latency,
+                                   queue_frames=queue_frames)
                     row["batch_size"] = bs
                     rows.append(row)
                     logger.info("bench streams: %s", row)

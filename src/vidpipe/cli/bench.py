@@ -91,6 +91,8 @@ def add_parser(sub, common) -> None:
     s.add_argument("--decoder", default="auto", help="video decoder of the streams: auto, nvdec, pyav")
     s.add_argument("--live-processes", type=_processes, default=None, metavar="N",
                    help="decoder processes for the streams (0: threads; default: automatic, see LiveOptions.processes)")
+    s.add_argument("--queue-frames", type=_positive_int, default=None, metavar="N",
+                   help="frames held per stream while the model is busy (LiveOptions.queue_frames; default 4)")
     s.add_argument("--decode-latency", default="auto", choices=("auto", "native", "low", "zero"),
                    help="when NVDEC hands frames out (LiveOptions.decode_latency; default: auto)")
     s.add_argument("--nginx-root", default=None, metavar="DIR",
@@ -196,6 +198,7 @@ def run_streams(args: argparse.Namespace) -> int:
         decoder=args.decoder,
         live_processes=args.live_processes,
         decode_latency=args.decode_latency,
+        queue_frames=args.queue_frames,
         clip=args.input,
         size=_size(args.size),
         nginx_root=args.nginx_root,

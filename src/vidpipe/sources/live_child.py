@@ -12,7 +12,7 @@ child: measured on an H100, nine contexts taking turns kept it 75-80% busy at 64
 Messages to the parent:
 
 - ``("live-size", stream_id, key, state)``: this stream's frames are ``key`` = ``(shape, dtype,
-  format, color)``: the parent makes a ring of ``SLOTS`` such buffers and answers
+  format, color)``: the parent makes a ring of such buffers (``LiveHub.slots``) and answers
   ``("live-ring", stream_id, ring_id, key)``; frames that come before it (the stream's first
   frames, or the first after a change of size or decoder) are dropped and counted
   (``"startup"``);

@@ -14,7 +14,7 @@ frame) and the model's thread.
 How: the hub starts ``processes`` children of :mod:`vidpipe.decode.procpool` (they die with the
 parent) and spreads the streams over them (fewest streams first). Each stream runs the ordinary
 :class:`~vidpipe.sources.live.LiveSource` in its child (:mod:`vidpipe.sources.live_child`), which
-only decodes: each frame goes straight into one of ``SLOTS`` frame buffers this process allocated
+only decodes: each frame goes straight into one of its stream's frame buffers this process allocated
 at the stream's frame size and shared (CUDA IPC, or anonymous shared memory on the CPU). Here the
 receiver thread queues it as it is, a :class:`~vidpipe.batching.pending.PendingFrame`; the batch
 that takes it preprocesses all its frames together (letterbox, colour conversion, kept frames: one
@@ -51,9 +51,10 @@ __all__ = ["LiveHub", "LiveProcesses", "ProcessLiveSource", "default_processes",
 
 logger = logging.getLogger(__name__)
 
-#: frame buffers per stream shared with its child: a frame holds one from its decode until its
-#: batch's preprocessing is done (about two frame intervals)
-SLOTS = 6
+#: frame buffers per stream shared with its child beyond ``LiveOptions.queue_frames``: a frame
+#: holds one from its decode, while it waits in the run's queue, until its batch's preprocessing
+#: is done and the slot is handed back
+SPARE_SLOTS = 4
 #: ``LiveOptions.processes=None`` on a CUDA device: live streams go to decoder processes once a
 #: run has this many (8 paced 1080p30 streams held in threads on an H100; 16 did not, cleanly)
 THRESHOLD = 8
@@ -195,6 +196,7 @@ class LiveHub:
         self.device = device
         self.geometry = DetectorGeometry.of(detector)
         self.to_input = Preprocessor(detector, config)  # for the model inputs' shapes
+        self.slots = config.live.queue_frames + SPARE_SLOTS
         self.pool = DecoderProcessPool(str(device), processes)
         self._lock = threading.Lock()
         self._rings = 0  # frame rings made so far (their ids)
@@ -236,7 +238,7 @@ class LiveHub:
         with self._lock:
             self._rings += 1
             ident = -(1 << 20) - self._rings
-        ring = Ring(_OneChild(self.pool, link.child), ident, shape, dtype, SLOTS, self.device)  # type: ignore[arg-type]
+        ring = Ring(_OneChild(self.pool, link.child), ident, shape, dtype, self.slots, self.device)  # type: ignore[arg-type]
         old = link.ring
         if old is not None:
             link.drain()
