@@ -201,8 +201,9 @@ class _NvFrame:
 #: ``NvdecSession(latency=...)``: when NVDEC hands a decoded frame out. ``"native"``: the
 #: decoder's own pipeline, display order (on an H100 with a 1080p30 stream without B-frames: two
 #: packets after the frame's own, 67 ms at 30 fps); ``"low"``: display order, one packet after;
-#: ``"zero"``: as soon as it is decoded, in decode order (right only for streams that do not
-#: reorder frames: no B-frames)
+#: ``"zero"``: in decode order (right only for streams that do not reorder frames: no B-frames),
+#: without timestamps (NVDEC hands back 0), each packet flagged as ending its picture so the frame
+#: leaves with its own packet (measured on an H200: p50 capture-to-result 62 -> 21 ms at 16 streams)
 Latency = Literal["native", "low", "zero"]
 
 

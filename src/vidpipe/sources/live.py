@@ -68,6 +68,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LiveSource", "Buffers"]
 
+logger = logging.getLogger(__name__)
 
 
 class Buffers(Protocol):
@@ -79,7 +80,6 @@ class Buffers(Protocol):
         no room, the frame is dropped (the callable counts the drop)."""
         ...
 
-logger = logging.getLogger(__name__)
 
 #: a decoded frame older than this (seconds since its packet arrived) is dropped before conversion
 #: when more packets are already waiting: the source is behind real time

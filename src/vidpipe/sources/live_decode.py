@@ -10,7 +10,9 @@ A live connection has one container; its packets go to one decoder, created per 
   packets (:class:`~vidpipe.decode.annexb.AnnexB`, a no-op for streams that already are, like
   RTSP and MPEG-TS; RTMP/FLV carry avcC), from the first keyframe on; each frame is copied on
   the session's CUDA stream into a ``(1, H*3/2, W)`` NV12 (or P016) tensor that the calling
-  thread's current stream then waits for (no host synchronization).
+  thread's current stream then waits for (no host synchronization). Frames leave as soon as
+  decoded (``LiveOptions.decode_latency``: NVDEC's ``zero`` latency for streams without B-frames,
+  their timestamps taken from the packets fed; ``low`` for the others).
 
 :func:`open_live_decoder` picks one for ``PipelineConfig.decoder``: ``"auto"`` takes NVDEC on a
 CUDA device where it can decode the stream, else PyAV with the reason; ``"nvdec"`` requires it;

@@ -14,18 +14,19 @@ frame) and the model's thread.
 How: the hub starts ``processes`` children of :mod:`vidpipe.decode.procpool` (they die with the
 parent) and spreads the streams over them (fewest streams first). Each stream runs the ordinary
 :class:`~vidpipe.sources.live.LiveSource` in its child (:mod:`vidpipe.sources.live_child`), which
-only decodes: each frame goes straight into one of its stream's frame buffers this process allocated
-at the stream's frame size and shared (CUDA IPC, or anonymous shared memory on the CPU). Here the
-receiver thread queues it as it is, a :class:`~vidpipe.batching.pending.PendingFrame`; the batch
-that takes it preprocesses all its frames together (letterbox, colour conversion, kept frames: one
-fused launch) and the slot goes back to the child once that work is done. So the GPU's compute
-runs in one CUDA context and costs one launch per batch: when each child preprocessed its own
-frames, nine contexts took turns at the GPU (an H100 75-80% busy at 64 streams for 1,576
-results/s); when the receivers preprocessed each frame as it came, they fell behind (an H200:
-178 results/s at 64 streams). States and counters (``live_state``, ``frames_in``, ``reconnects``, ...) come with
-every frame and every half second; drops are this process's latest-wins drops plus the child's
-(by cause: ``SourceState.drop``). A child that dies fails its streams with a clear error; the
-others go on.
+only decodes: each frame goes straight into one of its stream's frame buffers, which this
+process allocated at the stream's frame size and shared (CUDA IPC, or anonymous shared memory on
+the CPU). Here the receiver thread queues it as it is, a
+:class:`~vidpipe.batching.pending.PendingFrame`; the batch that takes it preprocesses all its
+frames together (letterbox, colour conversion, kept frames: one fused launch) and the slot goes
+back to the child once that work is done. So the GPU's compute runs in one CUDA context and
+costs one launch per batch: when each child preprocessed its own frames, nine contexts took
+turns at the GPU (an H100 75-80% busy at 64 streams for 1,576 results/s); when the receivers
+preprocessed each frame as it came, they fell behind (an H200: 178 results/s at 64 streams).
+States and counters (``live_state``, ``frames_in``, ``reconnects``, ...) come with every frame
+and every half second; drops are this process's latest-wins drops plus the child's (by cause:
+``SourceState.drop``). A child that dies fails its streams with a clear error; the others go
+on.
 """
 
 from __future__ import annotations
@@ -115,9 +116,8 @@ class _Link:
             _, _, ring_id, slot, meta, _ = msg
             ring = self.ring
             if ring is None or ring.id != ring_id:  # a frame of a ring since replaced
-                self.state.drops += 1
                 self._own_causes["startup"] = self._own_causes.get("startup", 0) + 1
-                self.state.drop_causes["startup"] = self.state.drop_causes.get("startup", 0) + 1
+                self.state.drop("startup")
                 return
             if not self.sink.put(self._frame(ring, slot, meta), None, stop=self.stop):
                 self.refused = True
@@ -189,9 +189,8 @@ class LiveHub:
 
     def __init__(self, *, device: "torch.device", processes: int, config: "PipelineConfig", detector: Any) -> None:
         from vidpipe.decode.procpool import DecoderProcessPool
-        from vidpipe.sources.live_child import DetectorGeometry
-
         from vidpipe.ops.preprocess import Preprocessor
+        from vidpipe.sources.live_child import DetectorGeometry
 
         self.device = device
         self.geometry = DetectorGeometry.of(detector)
