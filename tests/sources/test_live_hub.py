@@ -118,6 +118,38 @@ def test_a_killed_decoder_process_fails_only_its_streams(start_server):  # noqa:
         run.close()
 
 
+def test_a_slow_consumer_drops_frames_without_starving_the_decoder_processes(start_server):  # noqa: F811
+    """Frames dropped by the run's latest-wins queue hand their shared buffers back: after a
+    spell of a consumer far slower than the cameras, frames flow again at the cameras' rate
+    (a leaked buffer per drop would leave the children none: every frame a ``slots`` drop).
+    Drops are counted by cause and add up."""
+    srv = start_server(servers.RtspServer, streams=2, fps=15, keyint_s=0.5)
+    urls = [srv.url(f"cam{i}") for i in range(2)]
+    run = vidpipe.detect(urls, device="cpu", imgsz=128, batch_size=2,
+                         live=LiveOptions(processes=1, queue_frames=2, **OPTS))  # fmt: skip
+    results = iter(run)
+    try:
+        collect(results, enough(3, 2))
+        t_end = time.monotonic() + 4
+        for _ in results:  # 0.4 s per result: 2.5 of the 30 frames/s the cameras send
+            time.sleep(0.4)
+            if time.monotonic() > t_end:
+                break
+        st = run.status()["streams"]
+        assert sum(s["drops"] for s in st) >= 20, st
+        assert all(s["drops"] == sum(s["drop_causes"].values()) for s in st), st
+        assert all(s["drop_causes"].get("queue", 0) > 0 for s in st), st
+        t0 = time.monotonic()
+        per = collect(results, enough(15, 2), timeout=10)  # at full speed again
+        took = time.monotonic() - t0
+        assert all(len(v) >= 15 for v in per.values()) and len(per) == 2, {k: len(v) for k, v in per.items()}
+        assert took < 5.0, took  # 15 frames of a 15 fps camera: about 1 s
+        slots_now = sum(s["drop_causes"].get("slots", 0) for s in run.status()["streams"])
+        assert slots_now <= 4, run.status()["streams"]
+    finally:
+        run.close()
+
+
 def test_detections_through_processes_equal_those_in_threads(bikes_path):
     """The same frames of a real video played as a camera give the same detections whether the
     stream runs in a decoder process (slots, shared memory) or in a thread of the run."""
