@@ -45,6 +45,8 @@ _LIVE_VALIDATORS: dict[str, F.Validator] = {
     "queue_frames": F.number(1, 1024, integer=True),
     "batch_timeout": F.number(0, 60, optional=True),
     "realtime": F.boolean,
+    "processes": F.number(0, 64, integer=True, optional=True),
+    "decode_latency": F.choice("auto", "native", "low", "zero"),
 }
 _CAMERA_VALIDATORS: dict[str, F.Validator] = {
     "name": F.camera_name,
