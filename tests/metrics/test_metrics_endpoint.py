@@ -33,7 +33,8 @@ STATUS = {
     "time": 1.7e9,
     "uptime_s": 12.5,
     "streams": [
-        _stream(0, "rtsp://***@10.0.0.5/s", frames_in=310, frames=300, drops=10, reconnects=2, stalls=1,
+        _stream(0, "rtsp://***@10.0.0.5/s", frames_in=310, frames=300, drops=10, drop_causes={"queue": 7, "late": 3},
+                reconnects=2, stalls=1,
                 decode_errors=3, detections=45, fps=29.5, latency_ms={"p50": 40.0, "p99": 95.0, "count": 300}),
         _stream(1, "clip.mp4", kind="file", status="ok", state=None, frames=250, fps=0.0),
         _stream(2, "rtsp://cam2/s", state="reconnecting"),
@@ -92,6 +93,9 @@ def test_metrics_and_status_over_http() -> None:
                                ("detections", 45)):  # fmt: skip
             assert value(fam, f"vidpipe_stream_{name}", f"vidpipe_stream_{name}_total", **front) == expected
         assert value(fam, "vidpipe_stream_latency_p99_seconds", **front) == pytest.approx(0.095)
+        for cause, n in (("queue", 7), ("late", 3)):
+            assert value(fam, "vidpipe_stream_drops_by_cause", "vidpipe_stream_drops_by_cause_total", cause=cause,
+                         **front) == n  # fmt: skip
         # one 0/1 gauge per state: live for front, reconnecting for yard, none for the file
         assert value(fam, "vidpipe_stream_state", state="live", **front) == 1
         assert value(fam, "vidpipe_stream_state", state="stalled", **front) == 0

@@ -35,7 +35,7 @@ STREAM_STATUSES = ("pending", "running", "ok", "partial", "failed", "skipped", "
 _COUNTERS = (
     ("frames_in", "vidpipe_stream_frames_in", "Frames decoded from the stream (before latest-wins drops)."),
     ("frames", "vidpipe_stream_frames", "Frames whose results were delivered."),
-    ("drops", "vidpipe_stream_drops", "Decoded frames dropped because the model was behind (latest wins)."),
+    ("drops", "vidpipe_stream_drops", "Decoded frames dropped (latest wins); by cause in vidpipe_stream_drops_by_cause."),
     ("reconnects", "vidpipe_stream_reconnects", "Connections made after the first."),
     ("stalls", "vidpipe_stream_stalls", "Times no frame was decoded for the stall timeout."),
     ("decode_errors", "vidpipe_stream_decode_errors", "Packets or frames the decoder rejected."),
@@ -162,6 +162,12 @@ class _StatusCollector:
         stat = GaugeMetricFamily(
             "vidpipe_stream_status", "1 for the stream's current status, 0 for the others.", labels=labels + ["status"]
         )
+        causes = CounterMetricFamily(
+            "vidpipe_stream_drops_by_cause",
+            "Decoded frames dropped, by cause: queue (the model was behind), late (the source was behind real "
+            "time), slots and startup (decoder processes).",
+            labels=labels + ["cause"],
+        )
         for s in status.get("streams", ()):
             values = list(m.label_values(int(s["stream_id"]), str(s["source"]), s.get("camera")))
             fps.add_metric(values, float(s.get("fps") or 0.0))
@@ -177,7 +183,9 @@ class _StatusCollector:
                     state.add_metric(values + [name], 1.0 if s["state"] == name else 0.0)
             for name in STREAM_STATUSES:
                 stat.add_metric(values + [name], 1.0 if s.get("status") == name else 0.0)
-        yield from (fps, p50, p99, *counters.values(), state, stat)
+            for cause, n in sorted((s.get("drop_causes") or {}).items()):
+                causes.add_metric(values + [str(cause)], float(n))
+        yield from (fps, p50, p99, *counters.values(), causes, state, stat)
         yield from _run_series(status)
 
 
