@@ -32,7 +32,7 @@ class LiveOptions:
             ``batched-push-timeout``).
         realtime: play files at their own frame rate, as a camera would deliver them (live
             semantics: latest wins, drops counted, capture times stamped).
-        processes: decoder processes that read, decode and preprocess the live streams
+        processes: decoder processes that read and decode the live streams (the run preprocesses)
             (:mod:`vidpipe.sources.live_hub`): ``0`` none (threads in this process), ``N`` that
             many, ``None`` (default) automatic: on a CUDA device, once a run has
             :data:`~vidpipe.sources.live_hub.THRESHOLD` (8) live inputs, half the cores (1 to 8);
