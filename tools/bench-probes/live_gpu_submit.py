@@ -116,7 +116,7 @@ with RtmpServer(root="/root/ngx") as srv:
             from vidpipe.sources.spec import classify_inputs
             from vidpipe.sources.options import LiveOptions
             from vidpipe.sources.live_decode import open_live_decoder
-            from vidpipe.sources.live import _preprocessor
+            from vidpipe.ops.preprocess import Preprocessor
             from vidpipe.sources.base import SourceContext
             from vidpipe.sources.drive import stream_scope, ready_event
             from vidpipe.pipeline_config import PipelineConfig
@@ -134,7 +134,7 @@ with RtmpServer(root="/root/ngx") as srv:
                 conn = open_target(live_target(spec), LiveOptions())
                 d = open_live_decoder(conn, dev, cfg)
                 cs, scope = stream_scope(dev)
-                to_input = _preprocessor(sctx)
+                to_input = Preprocessor(sctx.detector, sctx.config)
                 for p in read_packets(conn.container, conn.stream):
                     with scope:
                         for pts, ref in d.decode(p):
