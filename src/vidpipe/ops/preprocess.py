@@ -125,7 +125,7 @@ def concat_inputs(parts: "list[ModelInput]") -> ModelInput:
 
 
 class Preprocessor:
-    """``FrameBatch -> ModelInput`` for one detector and run config, as every source does it:
+    """``FrameBatch -> ModelInput`` for one detector and run config, as the live sources do it:
     the canvas of :func:`~vidpipe.ops.letterbox.canvas_size` (``config.letterbox`` for models of
     dynamic shape, else the model's square), then :func:`preprocess` with ``config.keep_frames``,
     on the current CUDA stream. ``detector`` needs ``device``, ``dtype``, ``input_size`` and
@@ -145,7 +145,5 @@ class Preprocessor:
         return (3, *canvas_size(height, width, self._size, stride=self._stride, mode=self._mode))  # type: ignore[arg-type]
 
     def __call__(self, batch: FrameBatch) -> ModelInput:
-        from vidpipe.ops.letterbox import canvas_size
-
-        size = canvas_size(batch.height, batch.width, self._size, stride=self._stride, mode=self._mode)  # type: ignore[arg-type]
-        return preprocess(batch, size=size, dtype=self._dtype, device=self._device, keep_frames=self._keep)
+        _, h, w = self.input_shape(batch.height, batch.width)
+        return preprocess(batch, size=(h, w), dtype=self._dtype, device=self._device, keep_frames=self._keep)
