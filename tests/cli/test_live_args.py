@@ -14,9 +14,11 @@ from vidpipe.sources.options import LiveOptions
 
 def test_flags_to_live_options() -> None:
     args = build_parser().parse_args(
-        ["detect", "x.mp4", "--rtsp-transport", "udp", "--stall-timeout", "20", "--realtime", "--batch-timeout", "0.1"]
+        ["detect", "x.mp4", "--rtsp-transport", "udp", "--stall-timeout", "20", "--realtime", "--batch-timeout", "0.1",
+         "--queue-frames", "8", "--decode-latency", "low"]
     )
-    assert live_options(args) == LiveOptions(rtsp_transport="udp", stall_timeout=20.0, realtime=True, batch_timeout=0.1)
+    assert live_options(args) == LiveOptions(rtsp_transport="udp", stall_timeout=20.0, realtime=True, batch_timeout=0.1,
+                                             queue_frames=8, decode_latency="low")  # fmt: skip
     assert live_options(build_parser().parse_args(["detect", "x.mp4"])) == LiveOptions()  # nothing given: defaults
 
 
@@ -27,6 +29,9 @@ def test_flags_to_live_options() -> None:
         (["--batch-timeout", "soon"], "--batch-timeout: expected seconds, got 'soon'"),
         (["--rtsp-transport", "http"], "--rtsp-transport: invalid choice: 'http'"),
         (["--metrics-port", "70000"], "--metrics-port: expected a port from 0 to 65535"),
+        (["--queue-frames", "0"], "--queue-frames: expected a whole number from 1 to 1024, got 0"),
+        (["--queue-frames", "two"], "--queue-frames: expected a whole number, got 'two'"),
+        (["--decode-latency", "fast"], "--decode-latency: invalid choice: 'fast'"),
     ],
 )
 def test_bad_flags_are_one_line_errors(argv: list[str], words: str, capsys) -> None:

@@ -38,6 +38,19 @@ def _seconds(low: float, high: float):
     return parse
 
 
+def _count(low: int, high: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}, got {text}")
+        return value
+
+    return parse
+
+
 def _port(text: str) -> int:
     try:
         value = int(text)
@@ -60,6 +73,12 @@ def add_live_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--batch-timeout", type=_seconds(0.0, 60), default=None, metavar="SECONDS",
                    help="longest wait for a fuller batch before the model runs on what it has "
                    "(default: about one frame interval of the fastest live stream)")
+    g.add_argument("--queue-frames", type=_count(1, 1024), default=None, metavar="N",
+                   help="decoded frames held per live stream while the model is busy; then the oldest is "
+                   "dropped (default: 4)")
+    g.add_argument("--decode-latency", choices=("auto", "native", "low", "zero"), default=None,
+                   help="when NVDEC hands a frame out (default: auto, as soon as decoded; 'low' for streams "
+                   "with B-frames)")
     g.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
                    help="serve Prometheus metrics at http://HOST:PORT/metrics and JSON at /status")
     g.add_argument("--metrics-host", default=None, metavar="HOST",
@@ -72,7 +91,7 @@ def live_options(args: argparse.Namespace, base: "LiveOptions | None" = None) ->
 
     changes = {
         key: getattr(args, key)
-        for key in ("rtsp_transport", "stall_timeout", "realtime", "batch_timeout")
+        for key in ("rtsp_transport", "stall_timeout", "realtime", "batch_timeout", "queue_frames", "decode_latency")
         if getattr(args, key, None) is not None
     }
     return replace(base or LiveOptions(), **changes)
