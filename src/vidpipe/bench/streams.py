@@ -218,8 +218,8 @@ def run_streams_bench(
     from vidpipe.bench.publishers import PublisherProcesses
     from vidpipe.bench.realclip import build_real_clip
     from vidpipe.bench.rtmp_server import RtmpServer
-    from vidpipe.pipeline_config import PipelineConfig
     from vidpipe.bench.workdir import media_folder
+    from vidpipe.pipeline_config import PipelineConfig
 
     counts = sorted({int(s) for s in streams})
     width, height = size

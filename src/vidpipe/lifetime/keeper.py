@@ -83,7 +83,10 @@ def with_parent_death(argv: Sequence[str], sig: int = signal.SIGKILL) -> tuple[l
     """``(argv, preexec_fn)`` for :class:`subprocess.Popen` so that the program gets ``sig`` when
     the thread that starts it ends: ``setpriv --pdeathsig`` in front of ``argv`` where it is
     installed (nothing runs in Python between ``fork`` and ``exec``), else ``argv`` and
-    :func:`die_with_parent`'s ``preexec_fn``. The same thread rule as :func:`die_with_parent`."""
+    :func:`die_with_parent`'s ``preexec_fn``. The same thread rule as :func:`die_with_parent`.
+    Unlike the ``preexec_fn``, ``setpriv`` does not check that the parent is still there once
+    the signal is armed: a parent killed in that instant (between ``fork`` and ``setpriv``'s
+    ``prctl``, microseconds) leaves the program running."""
     import shutil
 
     setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
