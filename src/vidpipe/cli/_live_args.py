@@ -25,30 +25,27 @@ logger = logging.getLogger("vidpipe.cli")
 __all__ = ["add_live_args", "live_options", "LiveWatch"]
 
 
-def _seconds(low: float, high: float):
-    def parse(text: str) -> float:
+def _bounded(kind: type, what: str, low: float, high: float):
+    """An argparse type: ``kind(text)`` within ``[low, high]``, else a one-line error."""
+
+    def parse(text: str):
         try:
-            value = float(text)
+            value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
         if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"expected seconds from {low:g} to {high:g}, got {text}")
+            raise argparse.ArgumentTypeError(f"expected {what} from {low:g} to {high:g}, got {text}")
         return value
 
     return parse
+
+
+def _seconds(low: float, high: float):
+    return _bounded(float, "seconds", low, high)
 
 
 def _count(low: int, high: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}, got {text}")
-        return value
-
-    return parse
+    return _bounded(int, "a whole number", low, high)
 
 
 def _port(text: str) -> int:
