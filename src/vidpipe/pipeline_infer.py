@@ -198,18 +198,14 @@ class Inference:
                     c.inp.tensor.record_stream(cur)
                     _record_images(c.inp, cur)
         pending = sum(isinstance(p, PendingFrame) for p in parts)
-        if pending:  # frames queued as decoded: preprocessed here, together (vidpipe.batching.pending)
-            if self._to_input is None:
-                from vidpipe.ops.preprocess import Preprocessor
+        if pending and self._to_input is None:
+            from vidpipe.ops.preprocess import Preprocessor
 
-                self._to_input = Preprocessor(self.detector, self.config)
-            t0 = time.perf_counter()
-            inp = materialize(parts, self._to_input)
+            self._to_input = Preprocessor(self.detector, self.config)
+        t0 = time.perf_counter()
+        inp = materialize(parts, self._to_input)  # frames queued as decoded are preprocessed here, together
+        if pending:
             self.stats.add("preprocess", time.perf_counter() - t0, pending)
-        else:
-            from vidpipe.ops.preprocess import concat_inputs
-
-            inp = concat_inputs(parts)  # type: ignore[arg-type]
         n = len(inp)
         timer = self.stats.time_gpu("model", n, cur) if cuda else self.stats.time("model", n)
         with timer:

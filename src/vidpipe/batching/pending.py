@@ -54,9 +54,10 @@ class PendingFrame:
 Part = Union[ModelInput, PendingFrame]
 
 
-def materialize(parts: Sequence[Part], to_input: Callable[[FrameBatch], ModelInput]) -> ModelInput:
+def materialize(parts: Sequence[Part], to_input: Callable[[FrameBatch], ModelInput] | None) -> ModelInput:
     """One model input of ``parts`` in their order: model inputs as they are, pending frames
-    preprocessed by ``to_input`` (a :class:`~vidpipe.ops.preprocess.Preprocessor`), those of one
+    preprocessed by ``to_input`` (a :class:`~vidpipe.ops.preprocess.Preprocessor`; ``None`` only
+    when no part is pending), those of one
     format, size and colour together in one call on the current CUDA stream, then released once
     that work is done (an event on that stream)."""
     from vidpipe.ops.preprocess import concat_inputs
@@ -77,7 +78,7 @@ def materialize(parts: Sequence[Part], to_input: Callable[[FrameBatch], ModelInp
             data = batches[0].data if len(batches) == 1 else torch.cat([b.data for b in batches])
             joined = FrameBatch(data=data, frames=tuple(b.frames[0] for b in batches), format=batches[0].format,
                                 color=batches[0].color)  # fmt: skip
-            inp = to_input(joined)
+            inp = to_input(joined)  # type: ignore[misc]
             if len(idx) == len(parts):  # every part, in order
                 out = [inp]
                 break

@@ -13,6 +13,8 @@ import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from vidpipe.sources.options import DECODE_LATENCIES
+
 if TYPE_CHECKING:
     from vidpipe.cli._live_table import LiveTable
     from vidpipe.metrics import MetricsServer
@@ -73,7 +75,7 @@ def add_live_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--queue-frames", type=_count(1, 1024), default=None, metavar="N",
                    help="decoded frames held per live stream while the model is busy; then the oldest is "
                    "dropped (default: 4)")
-    g.add_argument("--decode-latency", choices=("auto", "native", "low", "zero"), default=None,
+    g.add_argument("--decode-latency", choices=DECODE_LATENCIES, default=None,
                    help="when NVDEC hands a frame out (default: auto, as soon as decoded; 'low' for streams "
                    "with B-frames)")
     g.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",

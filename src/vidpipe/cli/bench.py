@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from vidpipe.sources.options import DECODE_LATENCIES
 
 CACHE_HELP = ("keep the generated media in DIR and reuse them in later runs (default: a temporary folder, "
               "removed at the end)")
@@ -93,7 +94,7 @@ def add_parser(sub, common) -> None:
                    help="decoder processes for the streams (0: threads; default: automatic, see LiveOptions.processes)")
     s.add_argument("--queue-frames", type=_positive_int, default=None, metavar="N",
                    help="frames held per stream while the model is busy (LiveOptions.queue_frames; default 4)")
-    s.add_argument("--decode-latency", default="auto", choices=("auto", "native", "low", "zero"),
+    s.add_argument("--decode-latency", default="auto", choices=DECODE_LATENCIES,
                    help="when NVDEC hands frames out (LiveOptions.decode_latency; default: auto)")
     s.add_argument("--nginx-root", default=None, metavar="DIR",
                    help="nginx + libnginx-mod-rtmp unpacked with dpkg -x (default: the system's)")

@@ -125,7 +125,7 @@ def concat_inputs(parts: "list[ModelInput]") -> ModelInput:
 
 
 class Preprocessor:
-    """``FrameBatch -> ModelInput`` for one detector and run config, as the live sources do it:
+    """``FrameBatch -> ModelInput`` for one detector and run config, as the video sources do it:
     the canvas of :func:`~vidpipe.ops.letterbox.canvas_size` (``config.letterbox`` for models of
     dynamic shape, else the model's square), then :func:`preprocess` with ``config.keep_frames``,
     on the current CUDA stream. ``detector`` needs ``device``, ``dtype``, ``input_size`` and

@@ -31,6 +31,7 @@ from vidpipe.serve.config import (
     OutputConfig,
     ServeConfig,
 )
+from vidpipe.sources.options import DECODE_LATENCIES
 from vidpipe.zones.anchors import ANCHORS
 
 __all__ = ["load_config", "parse_config"]
@@ -46,7 +47,7 @@ _LIVE_VALIDATORS: dict[str, F.Validator] = {
     "batch_timeout": F.number(0, 60, optional=True),
     "realtime": F.boolean,
     "processes": F.number(0, 64, integer=True, optional=True),
-    "decode_latency": F.choice("auto", "native", "low", "zero"),
+    "decode_latency": F.choice(*DECODE_LATENCIES),
 }
 _CAMERA_VALIDATORS: dict[str, F.Validator] = {
     "name": F.camera_name,

@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from vidpipe.pipeline_config import PipelineConfig, SourceState
     from vidpipe.sources.base import Chunk, SourceContext
     from vidpipe.sources.spec import SourceSpec
-    from vidpipe.types import ModelInput
 
 logger = logging.getLogger(__name__)
 
@@ -36,17 +35,11 @@ class FileSource:
     def produce(self, state: "SourceState", ctx: "SourceContext") -> Iterator["Chunk"]:
         """``(ModelInput, ready_event)`` chunks of ``batch_size`` frames (the last may be short)."""
         from vidpipe.decode.registry import open_decoder
-        from vidpipe.ops.letterbox import canvas_size
-        from vidpipe.ops.preprocess import preprocess
+        from vidpipe.ops.preprocess import Preprocessor
 
         detector, config = ctx.detector, ctx.config
         device = detector.device
-        info = detector.model.info
-        mode = config.letterbox if info.dynamic_shape else "square"
-
-        def to_input(fb: Any) -> "ModelInput":
-            size = canvas_size(fb.height, fb.width, detector.input_size, stride=info.stride, mode=mode)
-            return preprocess(fb, size=size, dtype=detector.dtype, device=device, keep_frames=config.keep_frames)
+        to_input = Preprocessor(detector, config)
 
         with open_decoder(
             self.spec.location,

@@ -99,14 +99,13 @@ class _Link:
         self.ring: Any = None  # the Ring of this stream's frames (``live-size``)
         self.key: tuple | None = None  # its (shape, dtype, format, color)
         self.input_shape: tuple[int, int, int] | None = None  # (3, H, W) model input of its frames
-        self._child_drops = 0
-        self._own_causes: dict[str, int] = {}  # drops counted here of causes the child counts too
+        self._child_causes: dict[str, int] = {}  # the child's drop counts by cause, as last reported
         self._lock = threading.Lock()
 
     def handle(self, msg: tuple) -> None:
         kind, fields = msg[0], msg[-1]
         if fields is not None:
-            self._child_drops = _apply(self.state, fields, self._child_drops, self._own_causes)
+            _apply(self.state, fields, self._child_causes)
         if kind == "live-end":
             self.end = msg[2]
             self.done.set()
@@ -116,7 +115,6 @@ class _Link:
             _, _, ring_id, slot, meta, _ = msg
             ring = self.ring
             if ring is None or ring.id != ring_id:  # a frame of a ring since replaced
-                self._own_causes["startup"] = self._own_causes.get("startup", 0) + 1
                 self.state.drop("startup")
                 return
             if not self.sink.put(self._frame(ring, slot, meta), None, stop=self.stop):
@@ -356,22 +354,21 @@ class ProcessLiveSource:
             self.hub.detach(link)
 
 
-def _apply(state: "SourceState", fields: dict[str, Any], child_drops: int, own: dict[str, int]) -> int:
-    """Copy the child's live fields into ``state``; drops add to this process's own (``own``:
-    this process's counts of causes the child also counts). Returns the child's drop count (to
-    add only what is new next time)."""
-    drops = int(fields.get("drops", 0))
-    state.drops += max(0, drops - child_drops)
+def _apply(state: "SourceState", fields: dict[str, Any], seen: dict[str, int]) -> None:
+    """Copy the child's live fields into ``state``. Its drops add to this process's own, by
+    cause: ``seen`` holds the child's counts as last reported (updated here)."""
+    causes = fields.get("drop_causes") or {}
+    for cause, n in causes.items():
+        if n > seen.get(cause, 0):
+            state.drop(cause, n - seen.get(cause, 0))
+    seen.update(causes)
     for name, value in fields.items():
-        if name == "drops":
+        if name in ("drops", "drop_causes"):
             continue
         if name == "extra":
             state.extra.update(value)
-        elif name == "drop_causes":  # the child's counts, plus this process's of the same causes
-            state.drop_causes.update({c: n + own.get(c, 0) for c, n in value.items()})
         else:
             setattr(state, name, value)
-    return drops
 
 
 def hub_processes(config: "PipelineConfig", device: "torch.device", live_inputs: int) -> int:

@@ -8,7 +8,10 @@ from typing import Literal
 
 from vidpipe._validate import check_choice, check_range
 
-__all__ = ["LiveOptions"]
+__all__ = ["LiveOptions", "DECODE_LATENCIES"]
+
+#: the values of ``LiveOptions.decode_latency``
+DECODE_LATENCIES = ("auto", "native", "low", "zero")
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,7 @@ class LiveOptions:
 
     def __post_init__(self) -> None:
         check_choice("rtsp_transport", self.rtsp_transport, ("tcp", "udp"))
-        check_choice("decode_latency", self.decode_latency, ("auto", "native", "low", "zero"))
+        check_choice("decode_latency", self.decode_latency, DECODE_LATENCIES)
         for name in ("open_timeout", "read_timeout", "stall_timeout", "reconnect_min", "reconnect_max"):
             check_range(name, getattr(self, name), low=0.01, high=3600)
         if self.reconnect_max < self.reconnect_min:
