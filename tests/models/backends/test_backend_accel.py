@@ -54,8 +54,37 @@ def test_cudagraph_matches_eager_and_outputs_survive_the_next_call():
     rb = fast(b)  # replays into the same static buffers: ra must be a copy
     torch.testing.assert_close(ra, model(a))
     torch.testing.assert_close(rb, model(b))
-    odd = torch.rand(3, 3, 64, 64, device="cuda", dtype=model.dtype)  # not captured: eager
-    torch.testing.assert_close(fast(odd), model(odd))
+    big = torch.rand(5, 3, 64, 64, device="cuda", dtype=model.dtype)  # more rows than captured: eager
+    torch.testing.assert_close(fast(big), model(big))
+
+
+@pytest.mark.gpu
+def test_a_shorter_batch_replays_the_graph_on_its_rows():
+    """A partial batch (a live deadline's) replays the captured graph: eager's outputs, whatever
+    the rows it does not use hold (here NaN from the batch before), and no eager first call."""
+    _cuda()
+    model = from_module(_Conv(), input_size=64, device="cuda")
+    fast = accelerate(model, "cudagraph", batch_size=4)
+    graph = fast.graphs[(4, 3, 64, 64)]
+    assert graph.partial
+    poison = torch.full((4, 3, 64, 64), float("nan"), device="cuda", dtype=model.dtype)
+    assert torch.isnan(fast(poison)).all()
+    eager = []
+    real_forward = model.forward
+    for n in (3, 1, 2):
+        x = torch.rand(n, 3, 64, 64, device="cuda", dtype=model.dtype)
+        model.forward = lambda t: (eager.append(t.shape[0]), real_forward(t))[1]
+        out = fast(x)
+        model.forward = real_forward
+        assert out.shape[0] == n and not torch.isnan(out).any()
+        torch.testing.assert_close(out, model(x), atol=1e-2, rtol=1e-2)  # cuDNN may pick another algorithm per batch
+    assert eager == []
+    # outputs whose first dimension is not the batch cannot be sliced: shorter batches run eagerly
+    from vidpipe.models.backends.accel import _CapturedForward
+
+    example = torch.rand(4, 3, 64, 64, device="cuda", dtype=model.dtype)
+    batch_last = _CapturedForward(lambda t: t.mean(dim=(2, 3)).t().contiguous(), example)
+    assert not batch_last.partial and batch_last.takes(example) and not batch_last.takes(example[:3])
 
 
 @pytest.mark.gpu

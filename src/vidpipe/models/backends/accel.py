@@ -6,9 +6,15 @@ outputs as ``model``:
 - ``"none"``: ``model`` itself.
 - ``"cudagraph"``: the forward at ``(batch_size, 3, H, W)`` is captured once into a CUDA graph
   (after a warm-up on a side stream) and replayed from a static input buffer; the outputs are
-  cloned out of the graph's static buffers, so a result stays valid after the next call. Any
-  other input shape (a last, shorter batch) runs eagerly. Removes the per-kernel launch cost that
-  dominates small networks at large batch.
+  cloned out of the graph's static buffers, so a result stays valid after the next call. A
+  shorter batch (a deadline's partial batch of live streams, a file's last one) replays the same
+  graph on its rows of the static input, when every output has the batch as its first dimension:
+  the other rows hold an earlier batch's frames, computed and ignored (a detector's samples do
+  not interact in eval mode). Any other shape runs eagerly. Removes the per-kernel launch cost
+  that dominates small networks at large batch, and the first-call cost of every new batch size
+  in eager mode: a live run's deadlines make batches of every size from 1 to ``batch_size``,
+  and on an H100 at 64 streams the first eager call of each of those 31 sizes held the model's
+  thread 40-140 ms (1-30 ms once they replay the graph; ``tools/bench-probes/drop_timeline.py``).
 - ``"compile"``: ``torch.compile(model.forward, mode=compile_mode)`` (default
   ``"max-autotune-no-cudagraphs"``), compiled at once on a grey batch so the first real batch is
   not slow. Needs Triton.
@@ -57,8 +63,37 @@ def clone_raw(raw: Any) -> Any:
     return raw
 
 
+def _leading_dims(raw: Any) -> set[int]:
+    """The first dimension of every tensor in a raw output (0 for a scalar tensor)."""
+    import torch
+
+    if isinstance(raw, torch.Tensor):
+        return {raw.shape[0] if raw.dim() else 0}
+    if isinstance(raw, Mapping):
+        raw = list(raw.values())
+    if isinstance(raw, (list, tuple)):
+        return set().union(*(_leading_dims(v) for v in raw)) if raw else set()
+    return {0}  # not a tensor: cannot be sliced by batch
+
+
+def slice_raw(raw: Any, n: int) -> Any:
+    """A copy of the first ``n`` rows of every tensor in a raw output (same structure)."""
+    import torch
+
+    if isinstance(raw, torch.Tensor):
+        return raw[:n].clone()
+    if isinstance(raw, Mapping):
+        return {k: slice_raw(v, n) for k, v in raw.items()}
+    if isinstance(raw, (list, tuple)):
+        return type(raw)(slice_raw(v, n) for v in raw)
+    return raw
+
+
 class _CapturedForward:
-    """One CUDA graph of ``fn`` for one input shape, with its static input and output buffers."""
+    """One CUDA graph of ``fn`` for one input shape, with its static input and output buffers.
+
+    ``batch`` is the captured batch size; ``partial`` says whether a shorter batch may replay it
+    (every output tensor has ``batch`` rows first)."""
 
     def __init__(self, fn: Callable[["torch.Tensor"], Any], example: "torch.Tensor", *, warmup: int = 3) -> None:
         import torch
@@ -73,11 +108,26 @@ class _CapturedForward:
         self.graph = torch.cuda.CUDAGraph()
         with torch.inference_mode(), torch.cuda.graph(self.graph):
             self.static_out = fn(self.static_in)
+        self.batch = int(example.shape[0])
+        self.partial = _leading_dims(self.static_out) == {self.batch}
 
     def __call__(self, x: "torch.Tensor") -> Any:
-        self.static_in.copy_(x)
+        n = x.shape[0]
+        if n == self.batch:
+            self.static_in.copy_(x)
+            self.graph.replay()
+            return clone_raw(self.static_out)
+        self.static_in[:n].copy_(x)
         self.graph.replay()
-        return clone_raw(self.static_out)
+        return slice_raw(self.static_out, n)
+
+    def takes(self, x: "torch.Tensor") -> bool:
+        """Whether ``x`` (same dtype and device) can be run by this graph: its shape, or fewer
+        rows of it when the outputs allow."""
+        if x.shape[1:] != self.static_in.shape[1:]:
+            return False
+        n = x.shape[0]
+        return n == self.batch or (self.partial and 0 < n < self.batch)
 
 
 class AcceleratedModel(Model):
@@ -99,13 +149,21 @@ class AcceleratedModel(Model):
     def forward(self, x: "torch.Tensor") -> Any:
         import torch
 
-        graph = self.graphs.get(tuple(x.shape)) if x.dtype == self.dtype and x.device == self.device else None
+        graph = self._graph_for(x) if x.dtype == self.dtype and x.device == self.device else None
         with torch.inference_mode():
             if graph is not None:
                 return graph(x)
             if self._compiled is not None:
                 return self._compiled(x)
             return self.inner.forward(x)
+
+    def _graph_for(self, x: "torch.Tensor") -> "_CapturedForward | None":
+        """The graph of ``x``'s shape, else the smallest one that takes ``x``'s rows."""
+        exact = self.graphs.get(tuple(x.shape))
+        if exact is not None:
+            return exact
+        fits = [g for g in self.graphs.values() if g.takes(x)]
+        return min(fits, key=lambda g: g.batch) if fits else None
 
     def __repr__(self) -> str:
         shapes = ", ".join(str(s) for s in self.graphs)
