@@ -75,3 +75,23 @@ def test_soak_samples_memory_and_counts(tmp_path, make_clip):
     assert drift(result.rows, "rss_mib", settle_min=0.0) is not None
     paths = result.write(tmp_path, "soak")
     assert all(p.exists() for p in paths.values())
+
+
+def test_bench_streams_on_the_cpu_repeats_each_count(tmp_path, capsys):
+    """``vidpipe bench streams`` as a user runs it, on the CPU at a small size: two runs of two
+    streams from the real server, each a new run with its own row, and the report written."""
+    require_nginx()
+    import json
+
+    from vidpipe.cli import main
+
+    out = tmp_path / "out"
+    rc = main(["bench", "streams", "--device", "cpu", "--decoder", "pyav", "--streams", "2", "--repeat", "2",
+               "--seconds", "2", "--warmup", "1", "--size", "160x96", "--cache-dir", str(tmp_path), "--out", str(out)])
+    assert rc == 0
+    report = json.loads((out / "bench_streams.json").read_text())
+    rows = report["rows"]
+    assert [(r["streams"], r["run"]) for r in rows] == [(2, 1), (2, 2)]
+    assert all(r["fps_total"] > 0 and r["fps_min"] > 0 and r["p50_ms"] is not None for r in rows)
+    assert any("in all 2 runs" in k for k in report["meta"]["targets"])
+    assert "| run |" in (out / "bench_streams.md").read_text()

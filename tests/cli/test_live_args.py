@@ -15,10 +15,10 @@ from vidpipe.sources.options import LiveOptions
 def test_flags_to_live_options() -> None:
     args = build_parser().parse_args(
         ["detect", "x.mp4", "--rtsp-transport", "udp", "--stall-timeout", "20", "--realtime", "--batch-timeout", "0.1",
-         "--queue-frames", "8", "--decode-latency", "low"]
+         "--queue-frames", "6", "--decode-latency", "low"]
     )
     assert live_options(args) == LiveOptions(rtsp_transport="udp", stall_timeout=20.0, realtime=True, batch_timeout=0.1,
-                                             queue_frames=8, decode_latency="low")  # fmt: skip
+                                             queue_frames=6, decode_latency="low")  # fmt: skip
     assert live_options(build_parser().parse_args(["detect", "x.mp4"])) == LiveOptions()  # nothing given: defaults
 
 

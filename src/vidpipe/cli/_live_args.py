@@ -13,13 +13,12 @@ import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from vidpipe.sources.options import DECODE_LATENCIES
+from vidpipe.sources.options import DECODE_LATENCIES, LiveOptions
 
 if TYPE_CHECKING:
     from vidpipe.cli._live_table import LiveTable
     from vidpipe.metrics import MetricsServer
     from vidpipe.pipeline import DetectionRun
-    from vidpipe.sources.options import LiveOptions
     from vidpipe.types import FrameResult
 
 logger = logging.getLogger("vidpipe.cli")
@@ -74,7 +73,7 @@ def add_live_args(parser: argparse.ArgumentParser) -> None:
                    "(default: about one frame interval of the fastest live stream)")
     g.add_argument("--queue-frames", type=_count(1, 1024), default=None, metavar="N",
                    help="decoded frames held per live stream while the model is busy; then the oldest is "
-                   "dropped (default: 4)")
+                   f"dropped (default: {LiveOptions.queue_frames})")
     g.add_argument("--decode-latency", choices=DECODE_LATENCIES, default=None,
                    help="when NVDEC hands a frame out (default: auto, as soon as decoded; 'low' for streams "
                    "with B-frames)")
@@ -84,10 +83,8 @@ def add_live_args(parser: argparse.ArgumentParser) -> None:
                    help="address of the metrics endpoint (default: 127.0.0.1, this machine only)")
 
 
-def live_options(args: argparse.Namespace, base: "LiveOptions | None" = None) -> "LiveOptions":
+def live_options(args: argparse.Namespace, base: LiveOptions | None = None) -> LiveOptions:
     """``base`` (default: the defaults) with the flags given on the command line."""
-    from vidpipe.sources.options import LiveOptions
-
     changes = {
         key: getattr(args, key)
         for key in ("rtsp_transport", "stall_timeout", "realtime", "batch_timeout", "queue_frames", "decode_latency")

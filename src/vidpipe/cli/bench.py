@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vidpipe.sources.options import DECODE_LATENCIES
+from vidpipe.sources.options import DECODE_LATENCIES, LiveOptions
 
 CACHE_HELP = ("keep the generated media in DIR and reuse them in later runs (default: a temporary folder, "
               "removed at the end)")
@@ -80,6 +80,8 @@ def add_parser(sub, common) -> None:
                    help="stream counts to measure, ascending (default: %(default)s)")
     s.add_argument("--seconds", type=float, default=20.0, help="measured seconds per count (default: %(default)s)")
     s.add_argument("--warmup", type=float, default=8.0, help="seconds before measuring (default: %(default)s)")
+    s.add_argument("--repeat", type=_positive_int, default=1, metavar="N",
+                   help="runs per stream count, each a new run (drops and tails vary between runs; default: 1)")
     s.add_argument("--input", default=None, metavar="CLIP",
                    help="clip to publish (default: the bundled street clip scaled to --size at 30 fps)")
     s.add_argument("--size", default="1920x1080", help="size of the default clip (default: %(default)s)")
@@ -93,7 +95,7 @@ def add_parser(sub, common) -> None:
     s.add_argument("--live-processes", type=_processes, default=None, metavar="N",
                    help="decoder processes for the streams (0: threads; default: automatic, see LiveOptions.processes)")
     s.add_argument("--queue-frames", type=_positive_int, default=None, metavar="N",
-                   help="frames held per stream while the model is busy (LiveOptions.queue_frames; default 4)")
+                   help=f"frames held per stream while the model is busy (LiveOptions.queue_frames; default {LiveOptions.queue_frames})")
     s.add_argument("--decode-latency", default="auto", choices=DECODE_LATENCIES,
                    help="when NVDEC hands frames out (LiveOptions.decode_latency; default: auto)")
     s.add_argument("--nginx-root", default=None, metavar="DIR",
@@ -205,5 +207,6 @@ def run_streams(args: argparse.Namespace) -> int:
         nginx_root=args.nginx_root,
         per_process=args.per_process,
         work_dir=args.cache_dir,
+        repeat=args.repeat,
     )
     return _show(result, args, "bench_streams")
