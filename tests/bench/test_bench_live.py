@@ -94,4 +94,5 @@ def test_bench_streams_on_the_cpu_repeats_each_count(tmp_path, capsys):
     assert [(r["streams"], r["run"]) for r in rows] == [(2, 1), (2, 2)]
     assert all(r["fps_total"] > 0 and r["fps_min"] > 0 and r["p50_ms"] is not None for r in rows)
     assert any("in all 2 runs" in k for k in report["meta"]["targets"])
+    assert all(r["drops_before"] >= 0 for r in rows)
     assert "| run |" in (out / "bench_streams.md").read_text()

@@ -13,7 +13,8 @@ before the window):
   with no drop (*real time*),
 - capture-to-result latency p50 / p99 / max over all results (capture = receipt of the frame's
   data in vidpipe, see :class:`~vidpipe.types.FrameMeta`),
-- decoded frames dropped (latest wins), reconnects,
+- decoded frames dropped (latest wins) in the window, by cause, and before it (start-up: the
+  frames a server buffered, older than real time), reconnects,
 - CPU cores used by vidpipe (its process and its decoder processes; publishers and server
   excluded), CPU cores busy on the whole machine (publishers and server included), GPU and NVDEC
   utilisation (NVML, sampled twice a second), and the decoder processes of the live streams.
@@ -190,6 +191,7 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
         "p99_ms": _percentile(lat_ms, 99),
         "max_ms": max(lat_ms) if lat_ms else None,
         "drops": drops,
+        "drops_before": sum(b["drops"] for b in before["streams"]),
         "drop_causes": ", ".join(f"{c} {k}" for c, k in sorted(causes.items()) if k) or None,
         "reconnects": reconnects,
         "cpu_cores": cpu_s / wall,
@@ -282,10 +284,11 @@ def run_streams_bench(
                  "target": ">= 64 streams, p99 <= 100 ms, no drops"},
         title="Live streams: capture-to-result latency and rate per stream count",
         columns=["streams", *(["run"] if repeat > 1 else []), "realtime", "fps_total", "fps_min", "fps_median", "p50_ms", "p99_ms", "max_ms",
-                 "drops", "drop_causes", "reconnects", "cpu_cores", "machine_cores", "gpu_util", "nvdec_util", "batch_size", "decoder", "live_processes"],
+                 "drops", "drop_causes", "drops_before", "reconnects", "cpu_cores", "machine_cores", "gpu_util", "nvdec_util", "batch_size", "decoder", "live_processes"],
         headers={"fps_total": "results/s", "fps_min": "min fps/stream", "fps_median": "median fps/stream",
                  "p50_ms": "p50 ms", "p99_ms": "p99 ms", "max_ms": "max ms", "cpu_cores": "CPU cores", "machine_cores": "machine cores",
                  "live_processes": "decoder procs", "drop_causes": "drops by cause",
+                 "drops_before": "drops before the window",
                  "gpu_util": "GPU %", "nvdec_util": "NVDEC %", "realtime": "real time"},
         formats={"fps_min": ".1f", "fps_median": ".1f", "p50_ms": ".1f", "p99_ms": ".1f", "max_ms": ".1f",
                  "cpu_cores": ".2f", "machine_cores": ".2f", "gpu_util": ".0f", "nvdec_util": ".0f"},
