@@ -77,7 +77,7 @@ def test_soak_samples_memory_and_counts(tmp_path, make_clip):
     assert all(p.exists() for p in paths.values())
 
 
-def test_bench_streams_on_the_cpu_repeats_each_count(tmp_path, capsys):
+def test_bench_streams_on_the_cpu_repeats_each_count(tmp_path):
     """``vidpipe bench streams`` as a user runs it, on the CPU at a small size: two runs of two
     streams from the real server, each a new run with its own row, and the report written."""
     require_nginx()

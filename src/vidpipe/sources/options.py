@@ -30,11 +30,10 @@ class LiveOptions:
             oldest is dropped (latest wins) and counted. The default, 4, is meant to absorb a
             burst (frames that arrive together after a network or scheduling hiccup): 64 streams
             on an H200 dropped 12 and 2,073 frames in two 10 s runs with 2, 5 in one run with 4.
-            More frames queued trade drops for latency, and the measurements do not settle it: on
-            an H100 at 64 streams, 4 dropped 8 to 65 frames in 10 s over five runs (p99 40-140
-            ms), 8 dropped 0, 5 and 558 in three (p99 145-305 ms). Frames wait longer only while
-            the model is behind. Each frame queued holds a buffer of the stream's decoder process
-            (NV12 1080p: 3.1 MB on the GPU).
+            More frames queued trade drops for latency while the model is behind; on an H100 at
+            64 streams 8 did no better than 4 (``docs/bench/h100/live-streams-2``). Frames wait
+            longer only while the model is behind. Each frame queued holds a buffer of the
+            stream's decoder process (NV12 1080p: 3.1 MB on the GPU).
         batch_timeout: seconds the batcher waits for more frames before running a partial batch;
             ``None``: about one frame interval of the fastest live stream (DeepStream's
             ``batched-push-timeout``).

@@ -14,7 +14,7 @@ outputs as ``model``:
   that dominates small networks at large batch, and the first-call cost of every new batch size
   in eager mode: a live run's deadlines make batches of every size from 1 to ``batch_size``,
   and on an H100 at 64 streams the first eager call of each of those 31 sizes held the model's
-  thread 40-140 ms (1-30 ms once they replay the graph; ``tools/bench-probes/drop_timeline.py``).
+  thread 40-140 ms (1-32 ms once they replay the graph; ``tools/bench-probes/drop_timeline.py``).
 - ``"compile"``: ``torch.compile(model.forward, mode=compile_mode)`` (default
   ``"max-autotune-no-cudagraphs"``), compiled at once on a grey batch so the first real batch is
   not slow. Needs Triton.
