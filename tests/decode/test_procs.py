@@ -82,6 +82,20 @@ def test_a_kept_batch_is_never_overwritten(make_clip):
     assert same([(m.index, m.pts, b.data[i]) for b in kept for i, m in enumerate(b.frames)], reference(clip.path))
 
 
+def test_without_use_counts_a_kept_batch_is_still_never_overwritten(make_clip, monkeypatch, caplog):
+    """Where PyTorch cannot report storage use counts the ring fails closed: every slot is renewed,
+    so batches the caller keeps stay intact (and it says so, once)."""
+    import logging
+
+    monkeypatch.setattr("vidpipe.decode.procring._use_count", lambda t: None)
+    clip = make_clip(".mp4", frames=60, gop=10, width=160, height=96)
+    dec = in_processes(clip.path, buffer_bytes=1)  # 3 ring slots, 8 batches: slots are reused
+    with caplog.at_level(logging.WARNING, logger="vidpipe.decode.procring"):
+        kept = list(dec.batches(8))
+    assert same([(m.index, m.pts, b.data[i]) for b in kept for i, m in enumerate(b.frames)], reference(clip.path))
+    assert sum("storage use counts" in r.getMessage() for r in caplog.records) == 1
+
+
 def test_stopping_early_then_decoding_again(make_clip):
     clip = make_clip(".mp4", frames=100, gop=10, bframes=2, width=160, height=96)
     dec = in_processes(clip.path, buffer_bytes=1)

@@ -11,6 +11,7 @@ use count tells whether the caller kept a batch (:meth:`Ring.renew_if_kept`).
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import tempfile
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from vidpipe.decode.procpool import DecoderProcessPool
 
 __all__ = ["Ring", "share_slot", "open_slots", "anonymous_shm", "send_fds", "recv_fds"]
+
+logger = logging.getLogger(__name__)
 
 
 def share_slot(tensor: "torch.Tensor", offset: int = 0) -> Any:
@@ -121,6 +124,7 @@ class Ring:
         self.shape = shape
         self.dtype = dtype
         self.device = device
+        self._said_uncountable = False
         self.tensors, offsets, fd = self._alloc(slots)
         try:
             self._base = [_use_count(t) for t in self.tensors]  # the ring's own references to each slot
@@ -163,10 +167,15 @@ class Ring:
     def renew_if_kept(self, i: int) -> None:
         """Give slot ``i`` a new buffer when something outside the ring still references the old
         one (the caller kept a batch, or a view of it): the kept one leaves the ring, as a pool
-        buffer would. Undecidable without PyTorch's storage use count: then nothing is renewed."""
+        buffer would. Where PyTorch cannot report the storage's use count, every slot is renewed
+        (nothing kept is ever overwritten; said once per ring)."""
         n, base = _use_count(self.tensors[i]), self._base[i]
-        if n is None or base is None or n <= base:
+        if n is not None and base is not None and n <= base:
             return
+        if (n is None or base is None) and not self._said_uncountable:
+            self._said_uncountable = True
+            logger.warning("decoder-process ring: this PyTorch does not report storage use counts; each batch "
+                           "gets a new buffer")  # fmt: skip
         (t,), _, fd = self._alloc(1)
         self.tensors[i] = t  # the caller's tensor keeps its own mapping of the old buffer
         self._base[i] = _use_count(t)

@@ -9,7 +9,10 @@ synchronizes on it), so a buffer is never overwritten while a kernel still reads
 A buffer is only reused once nothing outside the pool references its memory any more (the
 tensor's storage use count is back to the pool's own reference), so a caller who keeps a
 delivered batch (or a view of it) never sees it overwritten: the pool allocates another buffer
-instead, and drops the oldest waiting ones beyond ``max_free`` (``stats.retired``).
+instead, and drops the oldest waiting ones beyond ``max_free`` (``stats.retired``). The use count
+comes from a private PyTorch function (``torch._C._storage_Use_Count``); where it is missing or
+fails, the pool fails closed: it cannot prove a buffer free, so it reuses none (a new buffer per
+acquisition, the released ones retired beyond ``max_free``; said once per pool).
 
 GPU memory stays flat: ``stats.allocated_bytes`` grows while the pipeline fills and then stays
 put; ``stats.peak_bytes`` is its maximum.
@@ -66,11 +69,17 @@ class Buffer:
         self._base_count = _use_count(tensor)
 
     def in_use_elsewhere(self) -> bool:
-        """Whether a tensor outside the pool still shares this buffer's memory."""
+        """Whether a tensor outside the pool may still share this buffer's memory (``True`` when
+        PyTorch cannot tell: never reuse what may be read)."""
         n = _use_count(self.tensor)
         if n is None or self._base_count is None:
-            return False
+            return True
         return n > self._base_count
+
+    @property
+    def countable(self) -> bool:
+        """Whether this PyTorch reported the buffer's storage use count (reuse is possible)."""
+        return self._base_count is not None
 
     def wait(self, stream: Any = None) -> None:
         """Order the next write after the last reader: ``stream`` (a CUDA stream; ``None``: the
@@ -118,6 +127,7 @@ class BufferPool:
         self.oom_wait = float(oom_wait)
         self.stats = PoolStats()
         self._free: dict[tuple, list[Buffer]] = {}
+        self._said_uncountable = False
         self._lock = threading.Lock()
         self._released = threading.Condition(self._lock)
 
@@ -146,6 +156,10 @@ class BufferPool:
                 buf.wait(stream)
             return buf
         buf = Buffer(t, key)
+        if not buf.countable and not self._said_uncountable:
+            self._said_uncountable = True
+            logger.warning("buffer pool on %s: this PyTorch (%s) does not report storage use counts; buffers are "
+                           "not reused (each batch allocates its own)", self.device, torch.__version__)  # fmt: skip
         with self._lock:
             self.stats.allocations += 1
             self.stats.allocated_bytes += buf.nbytes
