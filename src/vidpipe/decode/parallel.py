@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from vidpipe._validate import check_range
@@ -192,7 +192,8 @@ class SegmentParallelDecoder(Decoder):
 
     # ------------------------------------------------------------------------------ planning
 
-    def _row(self) -> tuple[tuple[int, ...], "torch.dtype", str]:
+    def row(self) -> tuple[tuple[int, ...], "torch.dtype", str]:
+        """One decoded frame's ``(shape, dtype, format)`` in this decoder's layout."""
         import torch
 
         h, w = self.info.height, self.info.width
@@ -201,8 +202,9 @@ class SegmentParallelDecoder(Decoder):
             return (h * 3 // 2, w), (torch.uint16 if deep else torch.uint8), ("p010" if deep else "nv12")
         return (3, h, w), torch.uint8, "rgb"
 
-    def _frame_bytes(self) -> int:
-        shape, dtype, _ = self._row()
+    def frame_bytes(self) -> int:
+        """Bytes of one decoded frame (:meth:`row`)."""
+        shape, dtype, _ = self.row()
         n = dtype.itemsize
         for s in shape:
             n *= s
@@ -247,7 +249,7 @@ class SegmentParallelDecoder(Decoder):
             return batch_size
         from vidpipe.decode.gpu_buffers import fit_batch
 
-        fitted = fit_batch(batch_size, self.buffer_bytes, self._frame_bytes(), source=self.info.source)
+        fitted = fit_batch(batch_size, self.buffer_bytes, self.frame_bytes(), source=self.info.source)
         if fitted < batch_size:
             logger.info("%s: decoding in batches of %d to fit %d MiB of frame buffers", self.info.source, fitted,
                         self.buffer_bytes >> 20)  # fmt: skip
@@ -257,7 +259,7 @@ class SegmentParallelDecoder(Decoder):
         if self.window is not None:
             w = self.window
         else:
-            w = self.buffer_bytes // max(1, self._frame_bytes())
+            w = self.buffer_bytes // max(1, self.frame_bytes())
             if self.bounded:  # the window plus the two batches handed over and recycled
                 w = (w - 2 * batch_size) // batch_size * batch_size
         w = max(2 * batch_size, w)
@@ -294,7 +296,7 @@ class SegmentParallelDecoder(Decoder):
         if procs is not None:
             yield from self._run_in_processes(procs, plan, batch_size, window)
             return
-        shape, dtype, fmt = self._row()
+        shape, dtype, fmt = self.row()
         pin = self.buffer_device.type == "cpu" and self.device.type == "cuda"
         cuda = self.buffer_device.type == "cuda"
         self._pool = BufferPool(self.buffer_device, pin_memory=pin, max_free=window // batch_size + 4)
@@ -399,7 +401,9 @@ class SegmentParallelDecoder(Decoder):
 
     # ---------------------------------------------------------------------- segment decoding
 
-    def _meta(self, index: int, pts: int | None) -> FrameMeta:
+    def meta(self, index: int, pts: int | None) -> FrameMeta:
+        """The :class:`FrameMeta` of frame ``index`` with timestamp ``pts`` (in the stream's time
+        base; ``None`` or negative: unknown)."""
         sec = self.plan.index.seconds(pts) if (self.plan and pts is not None and pts >= 0) else None
         return FrameMeta(self.info.source, self.stream_id, index, sec, self.info.height, self.info.width)
 
@@ -411,9 +415,45 @@ class SegmentParallelDecoder(Decoder):
             self._cancel = None
             cancel()
 
-    def _note_error(self, seg: Segment, error: Any) -> None:
+    # ------------------------------------------------------- what a pass reports (any thread)
+
+    def on_close(self, cancel: Callable[[], None]) -> None:
+        """Have :meth:`close` call ``cancel`` (the pass in progress stops its threads)."""
+        self._cancel = cancel
+
+    def note_error(self, seg: Segment, error: Any) -> None:
+        """Segment ``seg`` lost frames to ``error`` (reported with the run, see :meth:`batches`)."""
+        self.note_errors([f"segment {seg.number}: {error}"])
+
+    def note_errors(self, texts: "Iterable[str]") -> None:
         with self._lock:
-            self._errors.append(f"segment {seg.number}: {error}")
+            self._errors.extend(texts)
+
+    @property
+    def errors(self) -> list[str]:
+        """The errors of the last pass, so far (a copy)."""
+        with self._lock:
+            return list(self._errors)
+
+    def note_fallback(self, reason: str) -> None:
+        """A segment or worker moved to the fallback decoder, for ``reason``."""
+        with self._lock:
+            self.fallbacks.append(reason)
+
+    def count(self, *, decoded: int = 0, missing: int = 0) -> None:
+        """Add a segment's decoded frames and those it should have had but did not."""
+        with self._lock:
+            self.frames_decoded += decoded
+            self.frames_missing += missing
+
+    def note_ring_bytes(self, n: int) -> None:
+        """The decoder processes' shared ring held ``n`` bytes (``stats()["buffer_peak_bytes"]``)."""
+        self._ring_bytes = n
+
+    @property
+    def positions_before(self) -> int:
+        """Streams without exact frame numbers: the position the pass numbers its frames from."""
+        return self._positions_before
 
 
 class PyAVParallelDecoder(SegmentParallelDecoder):

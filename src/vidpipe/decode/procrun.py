@@ -64,12 +64,12 @@ def run_processes(
 
     from vidpipe.decode.gpu_buffers import ring_with_backoff
 
-    shape, dtype, fmt = dec._row()
+    shape, dtype, fmt = dec.row()
     n = len(pool.conns)
     slots = max(3, window // batch_size)
     asked = (batch_size, slots)
     ring, batch_size = ring_with_backoff(
-        lambda b, k: pool.ring((b, *shape), dtype, k, dec.buffer_device), batch_size, slots, dec._frame_bytes(),
+        lambda b, k: pool.ring((b, *shape), dtype, k, dec.buffer_device), batch_size, slots, dec.frame_bytes(),
         source=dec.info.source,
     )  # fmt: skip
     slots = ring.slots
@@ -230,13 +230,13 @@ def run_processes(
         for c in counters:
             dec.frames_decoded += c.get("frames_decoded", 0)
             dec.frames_missing += c.get("frames_missing", 0)
-            dec._errors.extend(c.get("errors", ()))
+            dec.note_errors(c.get("errors", ()))
             dec.fallbacks.extend(c.get("fallbacks", ()))
             dec.packet_reader = c.get("packet_reader", dec.packet_reader)
         dec.frames_missing = max(dec.frames_missing, reorder.missing)
-        if state["fail"] and not dec._errors:
-            dec._errors.append(f"a decoder process failed: {state['fail']}")
-        dec._ring_bytes = ring.nbytes
+        if state["fail"] and not dec.errors:
+            dec.note_errors([f"a decoder process failed: {state['fail']}"])
+        dec.note_ring_bytes(ring.nbytes)
 
 
 def _run_here(segments: list[tuple[int, tuple[int, ...]]], spec: dict, ring: "Ring", handle: Any, ident: int,

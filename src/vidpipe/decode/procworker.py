@@ -128,7 +128,7 @@ class ChildJob:
             t.join()
         d = self.dec
         self.send(("done", self.id, {
-            "frames_decoded": d.frames_decoded, "frames_missing": d.frames_missing, "errors": list(d._errors),
+            "frames_decoded": d.frames_decoded, "frames_missing": d.frames_missing, "errors": d.errors,
             "fallbacks": list(d.fallbacks), "packet_reader": d.packet_reader,
         }))  # fmt: skip
 

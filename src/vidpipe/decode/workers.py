@@ -89,7 +89,7 @@ def decode_segment(
             if index in emitted:
                 return
         else:  # numbered in output order from ``start``; a replay counts from the start again
-            sec = dec._meta(0, pts).pts
+            sec = dec.meta(0, pts).pts
             if opts.start is not None and sec is not None and sec < opts.start:
                 return
             state["index"] += 1
@@ -102,8 +102,8 @@ def decode_segment(
                 raise Stop
             if not want:
                 return
-            pos = len(emitted) + dec._positions_before
-        emit(pos, dec._meta(index, pts), ref, sessions[0].stream)
+            pos = len(emitted) + dec.positions_before
+        emit(pos, dec.meta(index, pts), ref, sessions[0].stream)
         emitted[index] = pos
         if exact and len(emitted) >= seg.count:
             raise Stop
@@ -126,7 +126,7 @@ def decode_segment(
             for step in steps:
                 if step.packet is None:
                     if step.error is not None:
-                        dec._note_error(seg, step.error)
+                        dec.note_error(seg, step.error)
                     break
                 seen.append(step.packet)
                 for ref in sess.feed(step.packet):
@@ -161,11 +161,10 @@ def decode_segment(
         except Exception:  # noqa: BLE001 - Stop, or the session is unusable
             pass
         if dec.fallback_factory is None:
-            dec._note_error(seg, reason)
+            dec.note_error(seg, reason)
         else:
             logger.warning("%s: %s; decoding the segment again on the fallback", dec.info.source, reason)
-            with dec._lock:
-                dec.fallbacks.append(reason)
+            dec.note_fallback(reason)
             try:
                 sessions[0].close()
             except Exception:  # noqa: BLE001
@@ -176,7 +175,7 @@ def decode_segment(
             except (Cancelled, GpuMemoryError):
                 raise
             except Exception as exc2:  # noqa: BLE001
-                dec._note_error(seg, f"{reason}; the fallback failed too ({type(exc2).__name__}: {exc2})")
+                dec.note_error(seg, f"{reason}; the fallback failed too ({type(exc2).__name__}: {exc2})")
         try:
             if sessions[0] is not None:
                 sessions[0].close()
@@ -186,10 +185,7 @@ def decode_segment(
         if exact:
             for _ in steps:
                 pass
-    with dec._lock:
-        dec.frames_decoded += state["decoded"]
-        if exact and seg.count > len(emitted):
-            dec.frames_missing += seg.count - len(emitted)
+    dec.count(decoded=state["decoded"], missing=seg.count - len(emitted) if exact and seg.count > len(emitted) else 0)
     if state["stop"]:
         raise Stop
     return failed
@@ -379,7 +375,7 @@ def run_workers(
             state["stop"] = True
         reorder.cancel()
 
-    dec._cancel = cancel
+    dec.on_close(cancel)
     threads = [threading.Thread(target=worker, args=(i,), name=f"vidpipe-dec{i}", daemon=True) for i in range(k)]
     for t in threads:
         t.start()
@@ -423,6 +419,5 @@ def new_session(dec: "SegmentParallelDecoder", wid: int, failures: int) -> Any:
             raise
         reason = f"worker {wid} could not start its decoder ({type(exc).__name__}: {exc})"
         logger.warning("%s: %s; using the fallback decoder", dec.info.source, reason)
-        with dec._lock:
-            dec.fallbacks.append(reason)
+        dec.note_fallback(reason)
         return dec.fallback_factory(wid)
