@@ -62,6 +62,8 @@ def test_published_rtmp_streams_play_back_at_their_rate(tmp_path):
     rate = (len(frames) - 31) / (frames[-1][0] - frames[30][0])  # after the start-up burst
     assert 20 < rate < 40, rate
     assert pub.reopens == [0, 0]
+    sent = pub.lateness()
+    assert sent["packets"] >= 75 and 0 <= sent["late_100ms"] <= sent["late_33ms"] <= sent["packets"]
 
 
 def test_soak_samples_memory_and_counts(tmp_path, make_clip):
@@ -95,4 +97,6 @@ def test_bench_streams_on_the_cpu_repeats_each_count(tmp_path):
     assert all(r["fps_total"] > 0 and r["fps_min"] > 0 and r["p50_ms"] is not None for r in rows)
     assert any("in all 2 runs" in k for k in report["meta"]["targets"])
     assert all(r["drops_before"] >= 0 for r in rows)
+    # the publishers' own lateness in the window, from their status files
+    assert all(0 <= r["publisher_late_100ms"] <= r["publisher_late_33ms"] for r in rows)
     assert "| run |" in (out / "bench_streams.md").read_text()

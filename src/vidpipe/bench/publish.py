@@ -4,7 +4,9 @@
 video packets of ``clip`` to each URL (``rtmp://`` as FLV, ``rtsp://`` as RTSP, ``srt://`` and
 ``udp://`` as MPEG-TS), paced at the clip's own rate on the monotonic clock and looped forever with
 timestamps that keep increasing, one thread per stream, until ``stop`` is set. A stream whose server
-goes away is reopened after a second (as a real encoder would).
+goes away is reopened after a second (as a real encoder would). Packets that leave more than 33
+or 100 ms after their time are counted (:meth:`Publisher.lateness`): a benchmark can tell a late
+publisher (a busy machine, a server pushing back) from a slow reader.
 
 Run as a program it publishes until SIGTERM or Ctrl-C::
 
@@ -12,12 +14,15 @@ Run as a program it publishes until SIGTERM or Ctrl-C::
 
 Started by :class:`~vidpipe.bench.publishers.PublisherProcesses`, it also ends when its parent
 dies, by any signal (:mod:`vidpipe.lifetime.child`); then SIGTERM and Ctrl-C are the parent's to
-give (SIGTERM ends it, Ctrl-C at a terminal is ignored).
+give (SIGTERM ends it, Ctrl-C at a terminal is ignored). With ``VIDPIPE_PUBLISH_STATUS=FILE`` in
+its environment it writes :meth:`Publisher.lateness` there as JSON twice a second.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -29,6 +34,11 @@ from vidpipe.sources.redact import redact_url
 __all__ = ["publish", "Publisher"]
 
 logger = logging.getLogger(__name__)
+
+#: lateness counted by :meth:`Publisher.lateness` (seconds after a packet's time)
+LATE_S = (0.033, 0.1)
+#: environment variable: where the program writes its lateness counts (JSON)
+STATUS_ENV = "VIDPIPE_PUBLISH_STATUS"
 
 _FORMATS = {"rtmp": "flv", "rtmps": "flv", "rtsp": "rtsp", "srt": "mpegts", "udp": "mpegts", "tcp": "mpegts"}
 
@@ -61,6 +71,14 @@ class Publisher:
         self._threads: list[threading.Thread] = []
         self.packets_sent = [0] * len(self.urls)
         self.reopens = [0] * len(self.urls)
+        self.late = [[0] * len(LATE_S) for _ in self.urls]  # per stream: packets sent after each of LATE_S
+
+    def lateness(self) -> dict[str, int]:
+        """Packets sent so far, and those that left more than 33 / 100 ms after their time."""
+        out = {"packets": sum(self.packets_sent)}
+        for k, limit in enumerate(LATE_S):
+            out[f"late_{round(limit * 1000)}ms"] = sum(row[k] for row in self.late)
+        return out
 
     def start(self) -> "Publisher":
         data = _read_packets(self.clip)
@@ -105,6 +123,10 @@ class Publisher:
                             p.time_base, p.stream, p.is_keyframe = tb, s_out, key
                             out.mux(p)
                             self.packets_sent[i] += 1
+                            late = time.monotonic() - due
+                            for k, limit in enumerate(LATE_S):
+                                if late > limit:
+                                    self.late[i][k] += 1
                         loop += 1
             except Exception as exc:  # noqa: BLE001 - a publisher outlives its server, as encoders do
                 if self._stop.is_set():
@@ -137,9 +159,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
     print("publishing", len(args) - 1, "streams", flush=True)
+    status = os.environ.get(STATUS_ENV)
+    if status:
+        threading.Thread(target=_write_status, args=(pub, status), name="publish-status", daemon=True).start()
     pub.wait()
     pub.stop()
     return 0
+
+
+def _write_status(pub: Publisher, path: str) -> None:
+    """Write ``pub.lateness()`` to ``path`` (whole files only: written beside it, then renamed)."""
+    tmp = f"{path}.tmp"
+    while not pub._stop.wait(0.5):
+        try:
+            with open(tmp, "w") as f:
+                json.dump(pub.lateness(), f)
+            os.replace(tmp, path)
+        except OSError as exc:  # the folder went away: the bench is ending
+            logger.debug("publisher status not written: %s", exc)
+            return
 
 
 if __name__ == "__main__":

@@ -9,10 +9,13 @@ takes its publishers with it within a moment.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -34,16 +37,21 @@ class PublisherProcesses:
         self.per_process = per_process
         self.procs: list[subprocess.Popen] = []
         self._keeper: Keeper | None = None
+        self._status: Path | None = None  # a private folder of the children's lateness files
 
     @property
     def processes(self) -> int:
         return math.ceil(len(self.urls) / self.per_process)
 
     def start(self) -> "PublisherProcesses":
+        from vidpipe.bench.publish import STATUS_ENV
+
         self._keeper = Keeper("vidpipe-publish-keeper")
+        self._status = Path(tempfile.mkdtemp(prefix="vidpipe-publish-"))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         try:
             for i in range(0, len(self.urls), self.per_process):
+                env[STATUS_ENV] = str(self._status / f"{i}.json")
                 self.procs.append(self._keeper.popen(
                     [sys.executable, "-m", "vidpipe.bench.publish", str(self.clip), *self.urls[i : i + self.per_process]],
                     python=True, stdout=subprocess.DEVNULL, env=env, start_new_session=True,
@@ -52,6 +60,19 @@ class PublisherProcesses:
             self.stop()
             raise
         return self
+
+    def lateness(self) -> dict[str, int]:
+        """The publishers' packets sent so far and those sent late (summed; see
+        :meth:`vidpipe.bench.publish.Publisher.lateness`), as they last wrote them (twice a second)."""
+        total: dict[str, int] = {}
+        for path in sorted(self._status.glob("*.json")) if self._status is not None else ():
+            try:
+                counts = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            for key, n in counts.items():
+                total[key] = total.get(key, 0) + int(n)
+        return total
 
     def exited(self) -> list[int]:
         """Exit codes of the publishers that are no longer running (they should run until stopped)."""
@@ -67,6 +88,9 @@ class PublisherProcesses:
         if self._keeper is not None:
             self._keeper.close()
             self._keeper = None
+        if self._status is not None:
+            shutil.rmtree(self._status, ignore_errors=True)
+            self._status = None
 
     def __enter__(self) -> "PublisherProcesses":
         return self.start()

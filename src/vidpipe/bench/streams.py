@@ -15,6 +15,8 @@ before the window):
   data in vidpipe, see :class:`~vidpipe.types.FrameMeta`),
 - decoded frames dropped (latest wins) in the window, by cause, and before it (start-up: the
   frames a server buffered, older than real time), reconnects,
+- packets the publishers sent more than 33 / 100 ms after their time in the window (a late
+  publisher delivers frames in bursts: drops then say little about vidpipe),
 - CPU cores used by vidpipe (its process and its decoder processes; publishers and server
   excluded), CPU cores busy on the whole machine (publishers and server included), GPU and NVDEC
   utilisation (NVML, sampled twice a second), and the decoder processes of the live streams.
@@ -114,9 +116,11 @@ def _machine_busy_s() -> float:
 def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, warmup: float,
              batch_size: int, batch_timeout: float | None, decoder: str = "auto",
              live_processes: int | None = None, decode_latency: str = "auto",
-             queue_frames: int | None = None) -> dict:
+             queue_frames: int | None = None, publishers: Any = None) -> dict:
     """One step: detect on ``urls`` until ``warmup`` passed and every stream has delivered for
-    :data:`SETTLE_S`, then count ``seconds`` of results."""
+    :data:`SETTLE_S`, then count ``seconds`` of results. ``publishers``
+    (:class:`~vidpipe.bench.publishers.PublisherProcesses`): their packets sent late in the window
+    are counted too."""
     import vidpipe
     from vidpipe.sources.options import LiveOptions
 
@@ -135,6 +139,8 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
     t_start = time.monotonic()
     window_start = window_end = measured_end = None
     before = after = None
+    sent0: dict[str, int] = {}
+    sent1: dict[str, int] = {}
     cpu0 = cpu_s = machine_s = busy0 = 0.0
     procs = 0
     sampler = _UtilSampler(detector.device)
@@ -151,6 +157,7 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
                     window_start, window_end = now, now + seconds
                     before, cpu0 = run.status(), time.process_time() + run.live_processes_cpu_s()
                     busy0 = _machine_busy_s()
+                    sent0 = publishers.lateness() if publishers is not None else {}
                     sampler.__enter__()
                 continue
             if now >= window_end:  # read before the loop ends: leaving it closes the run
@@ -158,6 +165,7 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
                 procs = run.live_processes
                 cpu_s = time.process_time() + run.live_processes_cpu_s() - cpu0
                 machine_s = _machine_busy_s() - busy0
+                sent1 = publishers.lateness() if publishers is not None else {}
                 break
             counts[sid] += 1
             if r.meta.captured_mono is not None:
@@ -192,6 +200,7 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
         "max_ms": max(lat_ms) if lat_ms else None,
         "drops": drops,
         "drops_before": sum(b["drops"] for b in before["streams"]),
+        **{f"publisher_{k}": sent1[k] - sent0.get(k, 0) for k in ("late_33ms", "late_100ms") if k in sent1},
         "drop_causes": ", ".join(f"{c} {k}" for c, k in sorted(causes.items()) if k) or None,
         "reconnects": reconnects,
         "cpu_cores": cpu_s / wall,
@@ -255,7 +264,7 @@ def run_streams_bench(
                         row = _measure(urls[:n], detector=detector, fps=fps, seconds=seconds, warmup=warmup,
                                        batch_size=bs, batch_timeout=batch_timeout, decoder=decoder,
                                        live_processes=live_processes, decode_latency=decode_latency,
-                                       queue_frames=queue_frames)
+                                       queue_frames=queue_frames, publishers=pubs)
                         row["batch_size"], row["run"] = bs, k
                         rows.append(row)
                         logger.info("bench streams: %s", row)
@@ -284,11 +293,12 @@ def run_streams_bench(
                  "target": ">= 64 streams, p99 <= 100 ms, no drops"},
         title="Live streams: capture-to-result latency and rate per stream count",
         columns=["streams", *(["run"] if repeat > 1 else []), "realtime", "fps_total", "fps_min", "fps_median", "p50_ms", "p99_ms", "max_ms",
-                 "drops", "drop_causes", "drops_before", "reconnects", "cpu_cores", "machine_cores", "gpu_util", "nvdec_util", "batch_size", "decoder", "live_processes"],
+                 "drops", "drop_causes", "drops_before", "publisher_late_33ms", "publisher_late_100ms", "reconnects", "cpu_cores", "machine_cores", "gpu_util", "nvdec_util", "batch_size", "decoder", "live_processes"],
         headers={"fps_total": "results/s", "fps_min": "min fps/stream", "fps_median": "median fps/stream",
                  "p50_ms": "p50 ms", "p99_ms": "p99 ms", "max_ms": "max ms", "cpu_cores": "CPU cores", "machine_cores": "machine cores",
                  "live_processes": "decoder procs", "drop_causes": "drops by cause",
                  "drops_before": "drops before the window",
+                 "publisher_late_33ms": "packets published > 33 ms late", "publisher_late_100ms": "> 100 ms late",
                  "gpu_util": "GPU %", "nvdec_util": "NVDEC %", "realtime": "real time"},
         formats={"fps_min": ".1f", "fps_median": ".1f", "p50_ms": ".1f", "p99_ms": ".1f", "max_ms": ".1f",
                  "cpu_cores": ".2f", "machine_cores": ".2f", "gpu_util": ".0f", "nvdec_util": ".0f"},
