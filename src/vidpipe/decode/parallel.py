@@ -426,6 +426,7 @@ class SegmentParallelDecoder(Decoder):
         self.note_errors([f"segment {seg.number}: {error}"])
 
     def note_errors(self, texts: "Iterable[str]") -> None:
+        """Errors of the pass (a decoder process's, or a whole process that failed)."""
         with self._lock:
             self._errors.extend(texts)
 
