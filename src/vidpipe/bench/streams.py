@@ -134,7 +134,8 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
     watchdog.daemon = True
     watchdog.start()
     counts = [0] * n
-    first: list[float | None] = [None] * n  # when each stream's first result came
+    seen = [False] * n
+    unseen, all_seen_at = n, 0.0  # streams without a result yet; when the last one's first came
     latencies: list[float] = []
     t_start = time.monotonic()
     window_start = window_end = measured_end = None
@@ -149,10 +150,10 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
             now = time.monotonic()
             sid = r.meta.stream_id
             if window_start is None:
-                if first[sid] is None:
-                    first[sid] = now
-                last_first = None if None in first else max(first)  # type: ignore[type-var]
-                ready = last_first is not None and now - last_first >= SETTLE_S and now - t_start >= warmup
+                if not seen[sid]:
+                    seen[sid], unseen = True, unseen - 1
+                    all_seen_at = now
+                ready = not unseen and now - all_seen_at >= SETTLE_S and now - t_start >= warmup
                 if ready or now - t_start > warmup + 60:
                     window_start, window_end = now, now + seconds
                     before, cpu0 = run.status(), time.process_time() + run.live_processes_cpu_s()

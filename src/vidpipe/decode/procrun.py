@@ -228,8 +228,7 @@ def run_processes(
         reorder.cancel()
         asm.drain()
         for c in counters:
-            dec.frames_decoded += c.get("frames_decoded", 0)
-            dec.frames_missing += c.get("frames_missing", 0)
+            dec.count(decoded=c.get("frames_decoded", 0), missing=c.get("frames_missing", 0))
             dec.note_errors(c.get("errors", ()))
             dec.fallbacks.extend(c.get("fallbacks", ()))
             dec.packet_reader = c.get("packet_reader", dec.packet_reader)

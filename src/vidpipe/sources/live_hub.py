@@ -8,8 +8,8 @@ streams (nginx-rtmp on loopback, ``tools/bench-probes/live_gpu_submit.py``): the
 decode and preprocess at the full 960 frames/s (taking turns at the GPU), but with the model's
 thread beside them the run delivered about 650 results/s and dropped the rest; at 64 streams
 25 results/s. Decoder processes give the readers and decoders GILs (and CUDA contexts) of their
-own: the run's process keeps one receiving thread for all the children, one mostly idle thread per stream
-(it waits for the stream's end) and the model's thread.
+own: the run's process keeps one receiving thread for all the children, one mostly idle thread
+per stream (it waits for the stream's end) and the model's thread.
 
 How: the hub starts ``processes`` children of :mod:`vidpipe.decode.procpool` (they die with the
 parent) and spreads the streams over them (fewest streams first). Each stream runs the ordinary

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from vidpipe._validate import check_choice
 from vidpipe.errors import ModelError
+from vidpipe.models.backends.batching import slice_raw
 from vidpipe.models.backends.common import check_input_size, probe_input
 from vidpipe.models.base import Model
 
@@ -76,19 +77,6 @@ def _leading_dims(raw: Any) -> set[int]:
     return {0}  # not a tensor: cannot be sliced by batch
 
 
-def slice_raw(raw: Any, n: int) -> Any:
-    """A copy of the first ``n`` rows of every tensor in a raw output (same structure)."""
-    import torch
-
-    if isinstance(raw, torch.Tensor):
-        return raw[:n].clone()
-    if isinstance(raw, Mapping):
-        return {k: slice_raw(v, n) for k, v in raw.items()}
-    if isinstance(raw, (list, tuple)):
-        return type(raw)(slice_raw(v, n) for v in raw)
-    return raw
-
-
 class _CapturedForward:
     """One CUDA graph of ``fn`` for one input shape, with its static input and output buffers.
 
@@ -113,13 +101,9 @@ class _CapturedForward:
 
     def __call__(self, x: "torch.Tensor") -> Any:
         n = x.shape[0]
-        if n == self.batch:
-            self.static_in.copy_(x)
-            self.graph.replay()
-            return clone_raw(self.static_out)
         self.static_in[:n].copy_(x)
         self.graph.replay()
-        return slice_raw(self.static_out, n)
+        return clone_raw(self.static_out if n == self.batch else slice_raw(self.static_out, n))
 
     def takes(self, x: "torch.Tensor") -> bool:
         """Whether ``x`` (same dtype and device) can be run by this graph: its shape, or fewer
