@@ -9,6 +9,7 @@ same helpers (tests/proctrack.py) and a real parent process killed with ``kill -
   pixels), at least as many as had been handed to the encoder process;
 - the RTMP server of the live benchmarks (nginx) and the publisher processes feeding it: gone, and
   the server's private folder is removed by the next server;
+- the tracker's helper process (``TrackerStage(worker="process")``): gone;
 - :class:`~vidpipe.lifetime.keeper.Keeper`: a program started from a thread that has ended still
   runs (Linux's parent-death signal follows the thread that forked; the keeper's thread is the
   one), and it is killed when the keeper closes.
@@ -130,6 +131,32 @@ def test_rtmp_server_and_publishers_die_with_a_killed_parent(make_clip):
     assert Path(folder).is_dir()  # nothing could remove it; the next server does
     RtmpServer().close()
     assert not Path(folder).exists()
+
+
+TRACKER_SCRIPT = r"""
+import time, torch
+from vidpipe.track import TrackerStage
+from vidpipe.types import Detections, FrameMeta, FrameResult
+stage = TrackerStage(worker="process")
+b = torch.tensor([[10.0, 10, 50, 90]])
+dets = Detections(b, torch.ones(1), torch.zeros(1, dtype=torch.int64), torch.zeros(1, dtype=torch.int64))
+stage.process([FrameResult(FrameMeta("cam", 0, i, i / 30, 480, 640), dets) for i in range(3)])
+print("ready", stage._child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_tracker_process_dies_with_a_killed_parent():
+    parent = ParentScript(TRACKER_SCRIPT, match=b"vidpipe.track.child", ready_s=120.0)
+    try:
+        kids = parent.wait_for("ready", children_up=1)
+        assert [k[0] for k in kids] == [int(parent.line("ready").split()[1])]
+        t0 = parent.kill(signal.SIGKILL)
+        took = wait_gone(kids, t0, GONE_S, "the tracker process")
+    finally:
+        parent.close()
+    print(f"tracker process gone {took:.2f} s after its parent was killed")
+    assert took <= GONE_S, f"it took {took:.2f} s to go"
 
 
 def test_keeper_children_outlive_the_thread_that_asked_and_end_with_the_keeper():

@@ -28,7 +28,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from vidpipe.sources.base import Source
     from vidpipe.sources.spec import SourceSpec
     from vidpipe.stages.base import Stage
+    from vidpipe.stages.runner import Ticket
     from vidpipe.summary import RunSummary
 
 logger = logging.getLogger(__name__)
@@ -297,11 +298,7 @@ class DetectionRun:
             raise RuntimeError("a DetectionRun can be iterated only once")
         self._start()
         try:
-            for batch in self._consume():
-                if self.stages:
-                    with self.stats.time("stages", len(batch)):
-                        batch = self.stages(batch)
-                yield batch
+            yield from self._consume()
         finally:
             self.close()
 
@@ -322,25 +319,61 @@ class DetectionRun:
         """Batches in, results out, one batch in flight: batch N+1's model is queued on the GPU
         before batch N is post-processed (head, NMS with its host sync, device->host copy) on a
         second CUDA stream, so the GPU runs one while the host waits for the other. The batcher
-        says when the next batch is not coming soon: then the batch in flight is finished."""
+        says when the next batch is not coming soon: then the batch in flight is finished.
+
+        Then the stages (:class:`~vidpipe.stages.runner.StageRunner`): a stage that works
+        elsewhere (the tracker's helper process) is handed batch N and left working while batch
+        N+1 is detected; batch N is yielded once it is done (at the latest after batch N+1's
+        post-processing, or when the batcher has nothing due), so results stay in order."""
         import torch
 
         in_flight: "_InFlight | None" = None
+        staged: "Ticket | None" = None  # a post-processed batch whose stages work elsewhere
         while not self._stop.is_set():  # stop(): deliver the batch in flight, drop the rest
-            chunks = self._batcher.next(in_flight=in_flight is not None, stop=self._stop)
+            if staged is not None and self.stages.ready(staged):
+                yield self._complete(staged)
+                staged = None
+            busy = in_flight is not None or staged is not None
+            chunks = self._batcher.next(in_flight=busy, stop=self._stop)
             if chunks is END:
                 break
             if chunks is None:
                 if in_flight is not None:
                     done, in_flight = in_flight, None
-                    yield from self.infer.finish(done, torch)
+                    staged = yield from self._finish(done, staged, torch)
+                elif staged is not None:
+                    yield self._complete(staged)
+                    staged = None
                 continue
             launched = self.infer.launch(chunks, torch)
             if in_flight is not None:
-                yield from self.infer.finish(in_flight, torch)
+                staged = yield from self._finish(in_flight, staged, torch)
             in_flight = launched
         if in_flight is not None and not self._closed:
-            yield from self.infer.finish(in_flight, torch)
+            staged = yield from self._finish(in_flight, staged, torch)
+        if staged is not None and not self._closed:
+            yield self._complete(staged)
+
+    def _finish(self, job: "_InFlight", staged: "Ticket | None", torch: Any) -> Generator[list[FrameResult], None, "Ticket | None"]:
+        """Post-process ``job`` and hand it to the stages; yield what is done, in order. Returns
+        the batch left working in a stage (``None``: none)."""
+        for batch in self.infer.finish(job, torch):
+            if not self.stages:
+                yield batch
+                continue
+            with self.stats.time("stages", 0):
+                ticket = self.stages.submit(batch)
+            if staged is not None:
+                yield self._complete(staged)
+            staged = ticket
+            if self.stages.ready(staged):
+                yield self._complete(staged)
+                staged = None
+        return staged
+
+    def _complete(self, ticket: "Ticket") -> list[FrameResult]:
+        with self.stats.time("stages", len(ticket.results)):
+            return self.stages.complete(ticket)
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

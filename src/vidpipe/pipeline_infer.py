@@ -1,12 +1,17 @@
 """The model side of a :class:`~vidpipe.pipeline.DetectionRun`: batches in, results out, one
 batch in flight.
 
-:meth:`Inference.launch` joins a batch's chunks and queues the model on the current CUDA stream
+:meth:`Inference.launch` joins a batch's chunks and queues the model on the run's *model stream*
 (after waiting on each chunk's ready event: its worker preprocessed it on the worker's own
 stream); :meth:`Inference.finish` runs the head, NMS and box mapping of a launched batch on a
-second CUDA stream and hands the detections to the caller's stream. The consumer launches batch
-N+1 before finishing batch N, so the GPU runs one while the host waits for the other. On the CPU
-the same calls run in order, without streams or events.
+second CUDA stream (the *post stream*) and hands the detections to the caller's current stream.
+The consumer launches batch N+1 before finishing batch N, so the GPU runs one while the host
+waits for the other. The caller's stream carries none of the model's work: reading batch N's
+results there (``.cpu()``, a tracker's host copy, the caller's own kernels) waits for batch N's
+post-processing only, not for batch N+1's model queued meanwhile (when the model ran on the
+caller's stream, each such read held the host until the next batch's model was done, and the
+GPU then idled while the host worked on the results). On the CPU the same calls run in order,
+without streams or events.
 """
 
 from __future__ import annotations
@@ -98,6 +103,7 @@ class Inference:
         self._call_lock = threading.Lock()  # a model call and release() never overlap
         self._forward = self._oom_guarded(detector)
         self._post_stream: Any = None  # CUDA stream of head + NMS + device->host copies
+        self._model_stream: Any = None  # CUDA stream of the preprocessing of pending frames and the model
         self._to_input: Any = None  # Preprocessor of pending frames, made at the first
         self.warmup_s = 0.0
 
@@ -163,9 +169,10 @@ class Inference:
         later calls of this run run the model eagerly. Safe from any thread: it waits for a
         model call in progress to be queued and for the GPU to finish it. Idempotent."""
         with self._call_lock:
-            post, self._post_stream = self._post_stream, None
-            if post is not None:
-                self.detector.cuda_streams.give(self.device, post)
+            for stream in (self._post_stream, self._model_stream):
+                if stream is not None:
+                    self.detector.cuda_streams.give(self.device, stream)
+            self._post_stream = self._model_stream = None
             key, self._twin_key = self._twin_key, None
             if key is None or self._runner is self.detector:
                 return
@@ -184,50 +191,60 @@ class Inference:
             self._forward.limit = limit
 
     def launch(self, chunks: "list[QueuedChunk]", torch: Any) -> "_InFlight":
-        """Join the chunks into one model input and queue the model on it (current stream)."""
+        """Join the chunks into one model input and queue the model on it (the model stream)."""
+        import contextlib
+
         from vidpipe.batching.pending import PendingFrame, materialize
 
         cuda = self.device.type == "cuda"
         parts = [c.inp for c in chunks]
+        scope: Any = contextlib.nullcontext()
         if cuda:
+            ms = self._model_stream = self._stream_for(self._model_stream, torch)
             cur = torch.cuda.current_stream(self.device)
             for c in chunks:
                 if c.ready is not None:
-                    cur.wait_event(c.ready)
+                    ms.wait_event(c.ready)
                 if not isinstance(c.inp, PendingFrame):
-                    c.inp.tensor.record_stream(cur)
-                    _record_images(c.inp, cur)
+                    c.inp.tensor.record_stream(ms)
+                    _record_images(c.inp, ms)
+                    _record_images(c.inp, cur)  # the caller reads the kept frames on its stream
+            scope = torch.cuda.stream(ms)
         pending = sum(isinstance(p, PendingFrame) for p in parts)
         if pending and self._to_input is None:
             from vidpipe.ops.preprocess import Preprocessor
 
             self._to_input = Preprocessor(self.detector, self.config)
-        t0 = time.perf_counter()
-        inp = materialize(parts, self._to_input)  # frames queued as decoded are preprocessed here, together
-        if pending:
-            self.stats.add("preprocess", time.perf_counter() - t0, pending)
-        n = len(inp)
-        timer = self.stats.time_gpu("model", n, cur) if cuda else self.stats.time("model", n)
-        with timer:
-            with self._call_lock:
-                raw = self._forward(inp.tensor)
-        done = None
-        if cuda:
-            done = torch.cuda.Event()
-            done.record(cur)
+        with scope:
+            t0 = time.perf_counter()
+            inp = materialize(parts, self._to_input)  # frames queued as decoded are preprocessed here, together
+            if pending:
+                self.stats.add("preprocess", time.perf_counter() - t0, pending)
+                if cuda:
+                    _record_images(inp, cur)  # kept frames made on the model stream, read on the caller's
+            n = len(inp)
+            timer = self.stats.time_gpu("model", n, ms) if cuda else self.stats.time("model", n)
+            with timer:
+                with self._call_lock:
+                    raw = self._forward(inp.tensor)
+            done = None
+            if cuda:
+                done = torch.cuda.Event()
+                done.record(ms)
         return _InFlight(inp, raw, done)
 
-    def _post_stream_for(self, torch: Any) -> Any:
-        if self._post_stream is None:  # the detector's, kept across runs (see Detector.cuda_streams)
-            self._post_stream = self.detector.cuda_streams.take(self.device, lambda: torch.cuda.Stream(self.device))
-        return self._post_stream
+    def _stream_for(self, stream: Any, torch: Any) -> Any:
+        """``stream``, or one of the detector's (kept across runs: see Detector.cuda_streams)."""
+        if stream is None:
+            stream = self.detector.cuda_streams.take(self.device, lambda: torch.cuda.Stream(self.device))
+        return stream
 
     def finish(self, job: "_InFlight", torch: Any) -> Iterator[list[FrameResult]]:
         """Head, NMS and box mapping of a launched batch (on the post stream), then results."""
         inp, n = job.inp, len(job.inp)
         with self.stats.time("postprocess", n):
             if job.done is not None:
-                post = self._post_stream_for(torch)
+                post = self._post_stream = self._stream_for(self._post_stream, torch)
                 post.wait_event(job.done)
                 for t in (*_tensors(job.raw), inp.tensor, inp.scale, inp.pad):
                     t.record_stream(post)

@@ -172,3 +172,76 @@ def test_a_stage_with_process_batch_gets_every_stream_of_a_batch_in_one_call(mak
         assert len({g[0][0] for g in c}) == len(c)
         assert all([i for _, i in g] == sorted(i for _, i in g) for g in c)
     assert any(len(c) == 2 for c in calls)  # both streams in one call at least once
+
+
+class Elsewhere(Recorder):
+    """A real stage that works on a thread of its own (``submit``): each batch takes ``delay`` s;
+    records when each batch was handed over and when its result was taken."""
+
+    name = "elsewhere"
+
+    def __init__(self, delay: float = 0.0) -> None:
+        super().__init__()
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.delay = delay
+        self.pool = ThreadPoolExecutor(1)
+        self.events: list[tuple[str, int]] = []  # ("submit" | "result", first frame index)
+
+    def submit(self, groups):
+        import time
+
+        first = groups[0][0].meta.index
+        self.events.append(("submit", first))
+
+        def work():
+            time.sleep(self.delay)
+            return [self.process(g) for g in groups]
+
+        future = self.pool.submit(work)
+        outer = self
+
+        class Pending:
+            def done(self):
+                return future.done()
+
+            def result(self):
+                outer.events.append(("result", first))
+                return future.result()
+
+        return Pending()
+
+    def close(self):
+        super().close()
+        self.pool.shutdown()
+
+
+def test_a_stage_that_works_elsewhere_overlaps_the_next_batch_and_keeps_order(make_clip):
+    """The run hands the stage batch N+1 before it takes batch N's result; every frame comes out
+    once, in order, through the later stages too; the stage's time shows under its name."""
+    clip = make_clip(frames=20).path
+    slow, after = Elsewhere(delay=0.05), Recorder()
+    run = vidpipe.detect(str(clip), device="cpu", batch_size=4, stages=[slow, after])
+    got = [(r.meta.index, r.names) for r in run]
+    assert got == [(i, ("tagged",)) for i in range(20)]
+    assert after.seen == [(0, i) for i in range(20)]
+    submits = [i for kind, i in slow.events if kind == "submit"]
+    assert submits == [0, 4, 8, 12, 16]
+    # batch N+1 was handed over before batch N's result was taken, at least once
+    order = slow.events
+    assert any(order.index(("submit", n + 4)) < order.index(("result", n)) for n in (0, 4, 8, 12))
+    assert "elsewhere" in run.get_stats()["stages_ms_per_frame"] and slow.closed == 1
+
+
+def test_a_stage_that_works_elsewhere_is_done_when_stop_is_called(make_clip):
+    """stop() delivers the batches already detected, the one still in the stage included."""
+    clip = make_clip(frames=40).path
+    slow = Elsewhere(delay=0.02)
+    run = vidpipe.detect(str(clip), device="cpu", batch_size=4, stages=[slow])
+    got = []
+    for r in run:
+        got.append(r.meta.index)
+        if r.meta.index == 5:
+            run.stop()
+    assert got == list(range(len(got))) and 8 <= len(got) < 40
+    assert [i for kind, i in slow.events if kind == "result"][-1] == got[-1] - 3

@@ -33,8 +33,14 @@ def _walk(sid, frames, *, start=0, connection=0, x0=10.0, device="cpu"):
     ]  # fmt: skip
 
 
-def test_is_a_stage_and_sets_track_ids():
-    stage = TrackerStage()
+@pytest.fixture(params=["inline", "process"])
+def worker(request):
+    """Every stage test runs with the trackers inline and in the helper process: same answers."""
+    return request.param
+
+
+def test_is_a_stage_and_sets_track_ids(worker):
+    stage = TrackerStage(worker=worker)
     assert isinstance(stage, Stage) and stage.name == "track" and not stage.needs_frames
     out = stage.process(_walk(0, 10))
     assert len(out) == 10
@@ -43,11 +49,13 @@ def test_is_a_stage_and_sets_track_ids():
         assert t is not None and t.dtype == torch.int64 and t.shape == (2,) and t.device.type == "cpu"
     ids = torch.stack([r.detections.track_ids for r in out])
     assert (ids == ids[0]).all() and ids[0].tolist() == [1, 2]  # first frame confirmed, ids kept
-    assert stage.report() == {"tracks": 2, "streams": {"0": {"tracks": 2, "active": 2, "frames": 10, "resets": 0}}}
+    assert stage.report() == {"tracks": 2, "worker": worker,
+                              "streams": {"0": {"tracks": 2, "active": 2, "frames": 10, "resets": 0}}}  # fmt: skip
+    stage.close()
 
 
-def test_unconfirmed_detections_get_minus_one():
-    stage = TrackerStage()
+def test_unconfirmed_detections_get_minus_one(worker):
+    stage = TrackerStage(worker=worker)
     first = stage.process([_result(0, 0, [[0, 0, 10, 10]])])
     assert first[0].detections.track_ids.tolist() == [1]
     # a new object appears at frame 1: -1 on its first frame, an id from its second
@@ -59,8 +67,8 @@ def test_unconfirmed_detections_get_minus_one():
     assert low[0].detections.track_ids.tolist() == [-1]
 
 
-def test_streams_are_independent_and_reset_on_reconnect():
-    stage = TrackerStage()
+def test_streams_are_independent_and_reset_on_reconnect(worker):
+    stage = TrackerStage(worker=worker)
     runner = StageRunner([stage])
     a, b = _walk(0, 6), _walk(1, 6, x0=200.0)
     out = runner([r for pair in zip(a, b) for r in pair])  # interleaved streams in one batch
@@ -85,11 +93,11 @@ def test_frame_time_prefers_capture_time_then_pts_then_index():
     assert frame_time(dataclasses.replace(m, captured_mono=None, pts=None), 30.0) == 1.0
 
 
-def test_live_frames_age_tracks_by_capture_time():
+def test_live_frames_age_tracks_by_capture_time(worker):
     """A live stream drops frames: capture times 0.9 s apart keep the track (buffer 1 s) even though
     frame indices and pts say otherwise; 1.2 s apart end it."""
     for gap, same in ((0.9, True), (1.2, False)):
-        stage = TrackerStage()
+        stage = TrackerStage(worker=worker)
         box = [[100, 100, 140, 200]]
         first = stage.process([_result(0, i, box, pts=None, mono=50.0 + i / 30) for i in range(3)])
         later = stage.process([_result(0, 3 + i, box, pts=None, mono=50.0 + 2 / 30 + gap + i / 30) for i in range(2)])
@@ -98,20 +106,20 @@ def test_live_frames_age_tracks_by_capture_time():
         assert (a == b) is same, (gap, a, b)
 
 
-def test_streams_option_leaves_other_streams_untracked():
-    stage = TrackerStage(streams={1})
+def test_streams_option_leaves_other_streams_untracked(worker):
+    stage = TrackerStage(worker=worker, streams={1})
     out = StageRunner([stage])(_walk(0, 2) + _walk(1, 2))
     assert [r.detections.track_ids is None for r in out] == [True, True, False, False]
 
 
-def test_embeddings_are_used_when_present():
+def test_embeddings_are_used_when_present(worker):
     """Two overlapping objects whose next boxes overlap the other track more (see
     test_bytetrack_scenes): the stage takes the embeddings from FrameResult.embeddings."""
     a, b = [0.0, 0.0, 10.0, 20.0], [6.0, 0.0, 16.0, 20.0]
     d1, d2 = [5.0, 0.0, 15.0, 20.0], [1.0, 0.0, 11.0, 20.0]
     emb = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     for use, want in ((True, "follow embeddings"), (False, "follow IoU")):
-        stage = TrackerStage()
+        stage = TrackerStage(worker=worker)
         r0 = _result(0, 0, [a, b], pts=0.0, emb=emb if use else None)
         r1 = _result(0, 1, [d1, d2], pts=1 / 30, emb=emb if use else None)
         out = stage.process([r0, r1])
@@ -119,8 +127,8 @@ def test_embeddings_are_used_when_present():
         assert (i1 == i0) if use else (i1 == i0[::-1]), want
 
 
-def test_empty_frames_and_empty_batches():
-    stage = TrackerStage()
+def test_empty_frames_and_empty_batches(worker):
+    stage = TrackerStage(worker=worker)
     assert stage.process([]) == []
     out = stage.process([_result(0, 0, np.zeros((0, 4))), _result(0, 1, [[0, 0, 10, 10]])])
     assert out[0].detections.track_ids.shape == (0,)

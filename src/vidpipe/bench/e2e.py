@@ -82,6 +82,7 @@ def run_e2e_bench(
     ceiling_frames: int | None = 1200,
     work_dir: str | Path | None = None,
     annotate: bool = False,
+    track: bool = False,
 ) -> VideoBenchResult:
     """Run the end-to-end peers on each input in this process; see the module docstring.
 
@@ -94,8 +95,8 @@ def run_e2e_bench(
     machine without a GPU ``baseline`` and ``opencv`` too).
     ``work_dir``: where ``generate`` writes its clips, kept and reused by later runs (default: a
     temporary folder removed at the end, see :mod:`vidpipe.bench.workdir`).
-    ``annotate``: after each vidpipe peer, its ``+draw`` and ``+annotate`` rows
-    (:mod:`vidpipe.bench.e2e_annotate`).
+    ``annotate``: after each vidpipe peer, its ``+draw`` and ``+annotate`` rows; ``track``: its
+    ``+track`` row (:mod:`vidpipe.bench.e2e_annotate`).
     """
     from contextlib import ExitStack
 
@@ -115,12 +116,13 @@ def run_e2e_bench(
             paths += [(name, str(generate_video(name, work, frames=frames))) for name in parse_presets(generate)]
         if not paths:
             raise ConfigError("bench e2e needs input files or --generate presets")
-        from vidpipe.bench.e2e_annotate import ANNOTATE_PEERS, with_annotate_peers
+        from vidpipe.bench.e2e_annotate import STAGE_PEERS, with_stage_peers
 
-        if annotate:
-            peers = with_annotate_peers(list(peers))
+        kinds = (("draw", "annotate") if annotate else ()) + (("track",) if track else ())
+        if kinds:
+            peers = with_stage_peers(list(peers), kinds)
         for name in peers:
-            if name not in PEERS and name not in ANNOTATE_PEERS:
+            if name not in PEERS and name not in STAGE_PEERS:
                 raise ConfigError(f"unknown peer {name!r}; expected some of {', '.join(PEERS)}")
         detector = build_detector(model, device=str(dev))
         rows, in_rows, all_targets = [], [], {}
@@ -324,13 +326,14 @@ def _vidpipe(
 
     import vidpipe
     from vidpipe.api import build_detector
-    from vidpipe.bench.e2e_annotate import annotate_note, annotate_stages
+    from vidpipe.bench.e2e_annotate import annotate_note, annotate_stages, track_note
 
     det = ctx.detector if device == ctx.device else build_detector(ctx.detector.model.info.name, device=str(device))
     with tempfile.TemporaryDirectory(prefix="vidpipe-bench-annotate-") as folder:
         run = vidpipe.detect(ctx.path, model=det, decoder=decoder, batch_size=ctx.batch_size,
                              max_frames=max_frames, results_on_host=True, decoder_processes=processes,
-                             stages=annotate_stages(stages, folder) if stages else ())  # fmt: skip
+                             stages=annotate_stages(stages, folder) if stages else (),
+                             track=stages == "track")  # fmt: skip
         n = sum(1 for _ in run)
         run.close()  # the writers finish inside the run's time (summary() below)
     s = run.summary()
@@ -342,6 +345,8 @@ def _vidpipe(
         note += f" in {procs} decoder processes"
     if stages == "annotate":
         note += "; " + annotate_note(s.stages)
+    if stages == "track":
+        note += "; " + track_note(s.stages, stats.get("stages_ms_per_frame") or {})
     return n, {"wall_s": s.seconds, "detections": s.detections, "d2h_bytes_per_frame": stats["d2h_bytes_per_frame"],
                "stages": _stages_text(stats), "note": note}  # fmt: skip
 
@@ -380,7 +385,7 @@ _RUNNERS: dict[str, Callable[[_Ctx], tuple[int, dict]]] = {
     "nvdec-ceiling": _ceiling,
     "model-only": _model_only,
     **{f"{base}+{kind}": (lambda c, base=base, kind=kind: _RUNNERS[base](c, stages=kind))
-       for base in ("vidpipe-pyav", "vidpipe-cpu", "vidpipe-gpu") for kind in ("draw", "annotate")},
+       for base in ("vidpipe-pyav", "vidpipe-cpu", "vidpipe-gpu") for kind in ("draw", "annotate", "track")},
 }
 
 
@@ -425,7 +430,8 @@ def _warm_up(ctx: _Ctx) -> None:
 def targets(rows: list[dict], *, device_type: str = "cuda") -> dict:
     """The issue's targets for one input: vidpipe-gpu >= 2,400 fps on an H200 and >= 0.8x the NVDEC
     ceiling on any GPU, >= 6x baseline; vidpipe's CPU-decode path no slower than the baseline
-    (on a CPU-only machine: ``vidpipe-cpu`` against the baseline, both with the model on the CPU)."""
+    (on a CPU-only machine: ``vidpipe-cpu`` against the baseline, both with the model on the CPU);
+    with tracking (``vidpipe-gpu+track``) >= 0.9x the untracked rate."""
     fps = {r["peer"]: r.get("fps") for r in rows}
     out: dict[str, Any] = {}
     cpu_peer = "vidpipe-pyav" if device_type == "cuda" else "vidpipe-cpu"
@@ -442,4 +448,8 @@ def targets(rows: list[dict], *, device_type: str = "cuda") -> dict:
     if cpu and base:
         out["cpu_path_over_baseline"] = round(cpu / base, 2)
         out["target_cpu_path_not_slower"] = cpu >= base
+    tracked = fps.get("vidpipe-gpu+track")
+    if gpu and tracked:
+        out["gpu_track_over_untracked"] = round(tracked / gpu, 3)
+        out["target_track_0.9x"] = tracked / gpu >= 0.9
     return out

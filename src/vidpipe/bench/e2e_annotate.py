@@ -1,34 +1,40 @@
-"""``vidpipe bench e2e --annotate``: what drawing and encoding cost beside detection alone.
+"""``vidpipe bench e2e --annotate`` / ``--track``: what the steps after detection cost beside
+detection alone.
 
-For each vidpipe peer of the run (``vidpipe-cpu``, ``vidpipe-pyav``, ``vidpipe-gpu``) two more rows
+For each vidpipe peer of the run (``vidpipe-cpu``, ``vidpipe-pyav``, ``vidpipe-gpu``) more rows
 on the same input, in the same process run:
 
-- ``<peer>+draw``: the same run with the annotate stage's renderer only
+- ``<peer>+draw`` (``--annotate``): the same run with the annotate stage's renderer only
   (:class:`vidpipe.draw.Annotator`: boxes, labels on the frame's device; the frame is kept for it);
-- ``<peer>+annotate``: drawn and encoded (:class:`vidpipe.stages.annotate.AnnotateStage`,
-  libx264 ``veryfast`` on the writer's thread) to a file in a temporary folder, removed after.
+- ``<peer>+annotate`` (``--annotate``): drawn and encoded
+  (:class:`vidpipe.stages.annotate.AnnotateStage`, libx264 ``veryfast`` on the writer's thread) to
+  a file in a temporary folder, removed after;
+- ``<peer>+track`` (``--track``): the same run with ``track=True`` (ByteTrack,
+  :class:`vidpipe.track.TrackerStage`), as ``vidpipe detect --track`` runs it.
 
 The ``+annotate`` row's note gives the writer's encode ms/frame and how often inference waited
-for the encoder's queue.
+for the encoder's queue; the ``+track`` row's the tracker's ms/frame and the tracks it confirmed.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ANNOTATE_PEERS", "with_annotate_peers", "annotate_stages", "annotate_note"]
+__all__ = ["STAGE_PEERS", "STAGE_KINDS", "with_stage_peers", "annotate_stages", "annotate_note", "track_note"]
 
 _BASES = ("vidpipe-cpu", "vidpipe-pyav", "vidpipe-gpu")
-ANNOTATE_PEERS = tuple(f"{b}+{k}" for b in _BASES for k in ("draw", "annotate"))
+#: the kinds of rows after each vidpipe peer (``<peer>+<kind>``)
+STAGE_KINDS = ("draw", "annotate", "track")
+STAGE_PEERS = tuple(f"{b}+{k}" for b in _BASES for k in STAGE_KINDS)
 
 
-def with_annotate_peers(peers: "list[str] | tuple[str, ...]") -> list[str]:
-    """``peers`` with ``<peer>+draw`` and ``<peer>+annotate`` after each vidpipe peer."""
+def with_stage_peers(peers: "list[str] | tuple[str, ...]", kinds: "tuple[str, ...]") -> list[str]:
+    """``peers`` with ``<peer>+<kind>`` after each vidpipe peer, for each of ``kinds``."""
     out: list[str] = []
     for p in peers:
         out.append(p)
         if p in _BASES:
-            out += [f"{p}+draw", f"{p}+annotate"]
+            out += [f"{p}+{k}" for k in kinds]
     return out
 
 
@@ -59,7 +65,10 @@ class _DrawOnly:
 
 
 def annotate_stages(kind: str, folder: str) -> list[Any]:
-    """The stage of a ``+draw`` / ``+annotate`` row (``kind``), writing under ``folder``."""
+    """The stage of a ``+draw`` / ``+annotate`` row (``kind``), writing under ``folder``
+    (none for ``+track``: that row runs with ``track=True``)."""
+    if kind == "track":
+        return []
     if kind == "draw":
         return [_DrawOnly()]
     from pathlib import Path
@@ -82,3 +91,10 @@ def annotate_note(report: dict) -> str:
         if s.get("error"):
             parts.append(f"error: {s['error']}")
     return "; ".join(parts)
+
+
+def track_note(report: dict, stages_ms: dict) -> str:
+    """The ``+track`` row's note from the tracker's report and the run's ms/frame by stage."""
+    rep = report.get("track") or {}
+    ms = stages_ms.get("track")
+    return (f"track {ms:.3f} ms/frame" if ms is not None else "track: no time") + f"; {rep.get('tracks', 0)} tracks"

@@ -8,6 +8,10 @@ quality): a decoder-heavy clip, not a flat one that compresses to nothing. Keyfr
 Long clips are made quickly: ``encode`` frames are encoded once and the encoded packets are
 written ``frames / encode`` times one after another with shifted timestamps (closed GOPs, so the
 file is a valid stream of ``frames`` frames). Generated files are cached by name.
+
+``street-720p`` / ``street-1080p`` are real footage instead, with people and bicycles in most
+frames (about 1.7 detections a frame with the bundled model): the bundled street clip scaled, encoded once and looped (:func:`vidpipe.bench.realclip.build_real_clip`),
+so NMS, box mapping, tracking and the device-to-host copy have work to do.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-__all__ = ["VideoPreset", "VIDEO_PRESETS", "generate_video", "parse_presets"]
+__all__ = ["VideoPreset", "VIDEO_PRESETS", "REAL_PRESETS", "generate_video", "parse_presets"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +50,12 @@ VIDEO_PRESETS: dict[str, VideoPreset] = {
     "2160p-h264": VideoPreset(3840, 2160, "h264", 1200, encode=300),
 }
 
+#: real footage (:func:`vidpipe.bench.realclip.build_real_clip`): name -> (width, height, frames)
+REAL_PRESETS: dict[str, tuple[int, int, int]] = {
+    "street-720p": (1280, 720, 6000),
+    "street-1080p": (1920, 1080, 6000),
+}
+
 _ENCODER = {"h264": "libx264", "hevc": "libx265"}
 
 
@@ -54,9 +64,11 @@ def parse_presets(text: str) -> list[str]:
     from vidpipe.errors import ConfigError
 
     names = [t.strip() for t in text.split(",") if t.strip()]
-    bad = [n for n in names if n not in VIDEO_PRESETS]
+    bad = [n for n in names if n not in VIDEO_PRESETS and n not in REAL_PRESETS]
     if bad or not names:
-        raise ConfigError(f"invalid --generate {text!r}; expected a comma-separated list of {', '.join(VIDEO_PRESETS)}")
+        raise ConfigError(
+            f"invalid --generate {text!r}; expected a comma-separated list of {', '.join([*VIDEO_PRESETS, *REAL_PRESETS])}"
+        )
     return names
 
 
@@ -77,7 +89,13 @@ def generate_video(
     import av
     import numpy as np
 
-    spec = VIDEO_PRESETS[parse_presets(preset)[0]]
+    name = parse_presets(preset)[0]
+    if name in REAL_PRESETS:
+        from vidpipe.bench.realclip import build_real_clip
+
+        w, h, default_frames = REAL_PRESETS[name]
+        return build_real_clip(out_dir, width=w, height=h, fps=fps, frames=int(frames or default_frames), gop=gop)
+    spec = VIDEO_PRESETS[name]
     n = int(frames or spec.frames)
     unique = n if frames or not spec.encode else min(n, spec.encode)
     out = Path(out_dir) / f"{preset}-{n}f-gop{gop}.mp4"

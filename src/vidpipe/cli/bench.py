@@ -50,7 +50,8 @@ def add_parser(sub, common) -> None:
 
     e = kinds.add_parser("e2e", parents=[common], help="end to end: baseline, OpenCV loader, vidpipe CPU and GPU paths")
     e.add_argument("inputs", nargs="*", metavar="INPUT")
-    e.add_argument("--generate", default=None, help="generate a clip instead: e.g. 1080p-h264")
+    e.add_argument("--generate", default=None,
+                   help="generate a clip instead: e.g. 1080p-h264 (no objects), street-1080p (real footage, looped)")
     e.add_argument("--frames", type=int, default=None, help="frames of the generated clip")
     e.add_argument("--device", default="auto")
     e.add_argument("--model", default="yolov3-tiny")
@@ -61,6 +62,8 @@ def add_parser(sub, common) -> None:
     e.add_argument("--cache-dir", metavar="DIR", default=None, help=CACHE_HELP)
     e.add_argument("--annotate", action="store_true",
                    help="also each vidpipe peer with drawing (+draw) and drawing + encoding (+annotate)")
+    e.add_argument("--track", action="store_true",
+                   help="also each vidpipe peer with tracking (+track: track=True, as detect --track)")
     e.set_defaults(func=run_e2e)
 
     i = kinds.add_parser("images", parents=[common], help="JPEG datasets: PIL/OpenCV threads, nvJPEG, DALI, vidpipe")
@@ -151,6 +154,7 @@ def run_e2e(args: argparse.Namespace) -> int:
         cpu_frames=args.cpu_frames,
         work_dir=args.cache_dir,
         annotate=args.annotate,
+        track=args.track,
     )
     return _show(result, args, "bench_e2e")
 

@@ -11,7 +11,8 @@ returns the results it was given, in the same order and number, usually enriched
 State is per stream: :meth:`Stage.reset` is called when a stream starts over (a live stream's
 new connection, shown by a new ``FrameMeta.connection``; a stream removed from the run), and
 before nothing else. Stages run on the thread that iterates the run; they must keep up with it
-(vectorise per frame, never a device->host copy per detection).
+(vectorise per frame, never a device->host copy per detection), or work elsewhere (``submit``,
+below: the tracker's helper process).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from vidpipe.types import FrameResult
 
-__all__ = ["Event", "EventKind", "Stage"]
+__all__ = ["Event", "EventKind", "PendingGroups", "Stage"]
 
 EventKind = Literal["enter", "leave", "cross", "dwell"]
 
@@ -64,6 +65,18 @@ class Event:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
 
 
+class PendingGroups(Protocol):
+    """What a stage's optional ``submit`` returns: the groups of a batch being processed elsewhere."""
+
+    def done(self) -> bool:
+        """Whether :meth:`result` would return without waiting."""
+        ...
+
+    def result(self) -> "Sequence[Sequence[FrameResult]]":
+        """The groups, processed (as ``Stage.process_batch`` returns them); waits if need be."""
+        ...
+
+
 @runtime_checkable
 class Stage(Protocol):
     """A step after detection (see the module docstring).
@@ -86,6 +99,13 @@ class Stage(Protocol):
     # stream's consecutive frames in order, as for process; the same groups back, same order and
     # lengths), e.g. to draw the frames of all streams in one pass on the GPU. The runner then
     # calls it instead of process.
+    #
+    # Optional: ``submit(groups) -> PendingGroups``: the same groups, but the stage only starts
+    # the work (in a helper process, say) and returns at once; the handle's ``result()`` gives the
+    # groups back as ``process_batch`` would (waiting if need be), ``done()`` says whether it
+    # would wait. The run hands a stage batch N+1 before it asks for batch N's result, in order,
+    # and detects meanwhile (:class:`~vidpipe.stages.runner.StageRunner`); the runner calls it
+    # instead of process_batch and process.
 
     def reset(self, stream_id: int) -> None:
         """Forget the stream's state (it starts over)."""

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from vidpipe.stages.base import Stage
     from vidpipe.types import FrameResult
 
-__all__ = ["StageRunner"]
+__all__ = ["StageRunner", "Ticket"]
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +27,11 @@ class StageRunner:
 
     A stream whose ``FrameMeta.connection`` changes (a live reconnect) is reset in every stage
     before its next frame is processed; :meth:`reset` does it on demand (a stream removed).
+
+    A stage with a ``submit`` method works elsewhere (a helper process): :meth:`submit` starts a
+    batch and returns once that stage has it, :meth:`complete` waits for it and runs the rest, so
+    the caller overlaps the stage's work with its own (:class:`~vidpipe.pipeline.DetectionRun`
+    detects the next batch meanwhile); calling the runner does both at once.
 
     ``timer(name, seconds, frames)``, when given, is charged each stage's host wall time under the
     stage's name (``"track"``, ``"zones"``, ``"annotate"``, ...), so the run's statistics show
@@ -73,8 +78,17 @@ class StageRunner:
         return bool(self.stages)
 
     def __call__(self, results: "Sequence[FrameResult]") -> "list[FrameResult]":
+        """Every stage on ``results`` (a batch, any streams), waiting for them."""
+        return self.complete(self.submit(results))
+
+    def submit(self, results: "Sequence[FrameResult]") -> "Ticket":
+        """Start the stages on a batch: the stages run in order up to the first one with a
+        ``submit`` method (see :class:`~vidpipe.stages.base.Stage`), which is handed the batch and
+        left working (a helper process); :meth:`complete` takes its result and runs the rest.
+        So the caller can detect the next batch meanwhile."""
+        ticket = Ticket(results)
         if not self.stages or not results:
-            return list(results)
+            return ticket
         groups: dict[int, list[int]] = {}
         for i, r in enumerate(results):
             groups.setdefault(r.meta.stream_id, []).append(i)
@@ -83,24 +97,65 @@ class StageRunner:
             if self._connection.setdefault(sid, conn) != conn:
                 self._connection[sid] = conn
                 self.reset(sid)
-        parts: list[Sequence[FrameResult]] = [[results[i] for i in rows] for rows in groups.values()]
-        for stage in self.stages:
-            t0 = time.perf_counter()
-            batch = getattr(stage, "process_batch", None)
-            if batch is not None:  # every stream's group in one call (see Stage.process_batch)
-                parts = list(batch(parts))
-            else:
-                parts = [stage.process(group) for group in parts]
-            if self._timer is not None:
-                self._timer(stage.name, time.perf_counter() - t0, len(results))
-            for rows, group in zip(groups.values(), parts):
-                if len(group) != len(rows):
-                    raise RuntimeError(f"stage {stage.name!r} returned {len(group)} results for {len(rows)} frames")
-        out: list[Any] = list(results)
-        for rows, group in zip(groups.values(), parts):
+        ticket.rows = list(groups.values())
+        ticket.parts = [[results[i] for i in rows] for rows in ticket.rows]
+        self._advance(ticket, wait=False)
+        return ticket
+
+    def ready(self, ticket: "Ticket") -> bool:
+        """Whether :meth:`complete` would not wait for a stage working elsewhere."""
+        return ticket.pending is None or ticket.pending.done()
+
+    def complete(self, ticket: "Ticket") -> "list[FrameResult]":
+        """The batch of ``ticket`` after every stage, in its original order."""
+        if ticket.rows is None:
+            return list(ticket.results)
+        self._advance(ticket, wait=True)
+        out: list[Any] = list(ticket.results)
+        for rows, group in zip(ticket.rows, ticket.parts):
             for i, r in zip(rows, group):
                 out[i] = r
         return out
+
+    def _advance(self, ticket: "Ticket", *, wait: bool) -> None:
+        """Run the ticket's stages from where it stands: up to the first stage with ``submit``
+        (left working: ``wait=False``), or all of them."""
+        n = len(ticket.results)
+        if ticket.pending is not None:
+            stage = self.stages[ticket.next - 1]
+            t0 = time.perf_counter()
+            ticket.parts = list(ticket.pending.result())
+            ticket.pending = None
+            self._charge(stage, ticket, time.perf_counter() - t0, n)
+        while ticket.next < len(self.stages):
+            stage = self.stages[ticket.next]
+            ticket.next += 1
+            t0 = time.perf_counter()
+            start = getattr(stage, "submit", None)
+            if start is not None:  # every stream's group at once, working elsewhere
+                ticket.pending = start(ticket.parts)
+                if not wait:
+                    self._charge(stage, ticket, time.perf_counter() - t0, 0, check=False)
+                    return
+                ticket.parts = list(ticket.pending.result())  # type: ignore[union-attr]
+                ticket.pending = None
+            else:
+                batch = getattr(stage, "process_batch", None)
+                if batch is not None:  # every stream's group of a batch in one call (see Stage.process_batch)
+                    ticket.parts = list(batch(ticket.parts))
+                else:
+                    ticket.parts = [stage.process(group) for group in ticket.parts]
+            self._charge(stage, ticket, time.perf_counter() - t0, n)
+
+    def _charge(self, stage: "Stage", ticket: "Ticket", seconds: float, frames: int, *, check: bool = True) -> None:
+        """Charge ``stage`` its host time; check it returned one result per frame."""
+        if self._timer is not None:
+            self._timer(stage.name, seconds, frames)
+        if not check:
+            return
+        for rows, group in zip(ticket.rows or (), ticket.parts):
+            if len(group) != len(rows):
+                raise RuntimeError(f"stage {stage.name!r} returned {len(group)} results for {len(rows)} frames")
 
     def reset(self, stream_id: int) -> None:
         for s in self.stages:
@@ -124,3 +179,16 @@ class StageRunner:
                 s.close()
             except Exception:  # noqa: BLE001 - one stage failing to close must not hide the others
                 logger.exception("stage %r failed to close", s.name)
+
+
+class Ticket:
+    """A batch going through a :class:`StageRunner` (:meth:`StageRunner.submit`)."""
+
+    __slots__ = ("results", "rows", "parts", "next", "pending")
+
+    def __init__(self, results: "Sequence[FrameResult]") -> None:
+        self.results = results
+        self.rows: list[list[int]] | None = None  # per stream: the batch positions of its frames
+        self.parts: list[Sequence[FrameResult]] = []  # per stream: its frames, as the stages left them
+        self.next = 0  # the next stage to run
+        self.pending: Any = None  # the handle of a stage working elsewhere (Stage.submit)

@@ -10,14 +10,22 @@ timestamp (``meta.pts``), else its index / ``nominal_fps``; the Kalman filter pr
 real interval and ``track_buffer`` is in seconds, so dropped live frames and ``frame_skip`` do
 not age tracks wrongly.
 
-Cost: per call of :meth:`~TrackerStage.process` (the frames of one stream in a batch) the
-detections of all its frames are packed and copied to the host once (embeddings included), the
-tracker runs on numpy, and the ids go back to the detections' device in one copy; each result
-gets ``detections.track_ids`` ``(N,)`` int64 on that device (``-1``: not in a confirmed track).
-Rate of :meth:`~TrackerStage.process` (32-frame batches of CPU tensors, one stream), measured
-on a 2-core AMD EPYC VM with the machine otherwise quiet (``vidpipe bench track`` prints it):
-about 5,200 frames/s with 20 detections per frame and 2,600 with 100 (wall clock and process CPU
-time agree). A frame costs ~0.14 ms plus ~2.4 us per detection: numpy call overhead more than
+Where: ``worker="auto"`` runs the trackers in a helper process on a machine with CUDA
+(:mod:`vidpipe.track.process`), inline elsewhere. The run hands the stage batch N+1 before it
+takes batch N's ids (:meth:`TrackerStage.submit`), so the tracking of one batch overlaps the
+detection of the next and costs the run's thread only the packing. Measured on an H200 with real
+1080p street footage (``vidpipe bench e2e --generate street-1080p --track``): inline, tracking
+took 0.23 ms a frame of the run's thread and the tracked run 0.62x the untracked rate (see
+``docs/bench/h200/track`` for the process's numbers).
+
+Cost: per stream and batch the detections of its frames are packed and copied to the host once
+(embeddings included) into a :class:`~vidpipe.track.book.PackedFrames`, the tracker runs on
+numpy, and the ids go back to the detections' device in one copy; each result gets
+``detections.track_ids`` ``(N,)`` int64 on that device (``-1``: not in a confirmed track). Rate
+of the tracking itself (32-frame batches of CPU tensors, one stream, inline), measured on a
+2-core AMD EPYC VM with the machine otherwise quiet (``vidpipe bench track`` prints it): about
+5,200 frames/s with 20 detections per frame and 2,600 with 100 (wall clock and process CPU time
+agree). A frame costs ~0.14 ms plus ~2.4 us per detection: numpy call overhead more than
 arithmetic, so a faster core scales it directly.
 """
 
@@ -26,17 +34,20 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from vidpipe.track.bytetrack import ByteTrack
+from vidpipe.errors import ConfigError
+from vidpipe.track.book import PackedFrames, TrackBook
 from vidpipe.track.config import TrackConfig
+from vidpipe.track.process import TrackerProcess, TrackerProcessError
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from vidpipe.track.book import StreamIds
     from vidpipe.types import FrameMeta, FrameResult
 
-__all__ = ["TrackerStage", "frame_time"]
+__all__ = ["PendingTracks", "TrackerStage", "frame_time"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,83 +69,174 @@ class TrackerStage:
             (``TrackerStage(track_buffer=2.0)``).
         streams: track only these stream ids (``None``: every stream); the others' results pass
             through untouched (``track_ids`` stays ``None``).
+        worker: where the trackers run. ``"process"``: a helper process
+            (:mod:`vidpipe.track.process`): the run's thread only packs each batch's detections
+            and the tracking of batch N overlaps the detection of batch N+1 (the run hands the
+            stage batch N+1 before it waits for N's ids, through :meth:`submit`); ``"inline"``:
+            on the thread that iterates the run; ``"auto"`` (default): a process on a machine
+            with CUDA (where a run delivers thousands of frames per second), inline elsewhere.
+            A helper process that fails to start or dies is logged once; the trackers then run
+            inline (tracks start over, ids go on counting).
     """
 
     name = "track"
     needs_frames = False
 
-    def __init__(self, config: TrackConfig | None = None, *, streams: "set[int] | None" = None, **options: Any) -> None:
+    def __init__(
+        self,
+        config: TrackConfig | None = None,
+        *,
+        streams: "set[int] | None" = None,
+        worker: Literal["auto", "process", "inline"] = "auto",
+        **options: Any,
+    ) -> None:
         if config is None:
             config = TrackConfig(**options)
         elif options:
             config = dataclasses.replace(config, **options)
+        if worker not in ("auto", "process", "inline"):
+            raise ConfigError(f"invalid worker={worker!r}; expected 'auto', 'process' or 'inline'")
         self.config = config
         self.streams = streams
-        self._trackers: dict[int, ByteTrack] = {}
+        self.worker = worker
+        self._book = TrackBook(config)  # the trackers when they run inline
+        self._child: "TrackerProcess | None" = None
+        self._mode: str | None = None  # "process" or "inline", decided at the first frames
+        self._resets_due: list[int] = []  # streams the child must forget before the next request
         self._next_id: dict[int, int] = {}  # ids continue after a reset
         self._started: dict[int, int] = {}  # confirmed tracks per stream, resets included
+        self._active: dict[int, int] = {}
         self._frames: dict[int, int] = {}
         self._resets: dict[int, int] = {}
 
     # ------------------------------------------------------------------ Stage
     def process(self, results: "Sequence[FrameResult]") -> "Sequence[FrameResult]":
-        if not results:
-            return results
-        sid = results[0].meta.stream_id
-        if self.streams is not None and sid not in self.streams:
-            return results
-        tracker = self._trackers.get(sid)
-        if tracker is None:
-            tracker = self._trackers[sid] = ByteTrack(self.config, first_id=self._next_id.get(sid, 1))
-        rows, counts, emb = _to_host(results, with_embeddings=self.config.appearance_weight > 0)
-        import numpy as np
+        return self.submit([results]).result()[0]
 
-        ids = np.empty(rows.shape[0], dtype=np.int64)
+    def submit(self, groups: "Sequence[Sequence[FrameResult]]") -> "PendingTracks":
+        """Start tracking every stream's group of a batch (see
+        :meth:`~vidpipe.stages.runner.StageRunner.submit`); the handle's ``result()`` gives the
+        groups back with ``track_ids`` (``done()``: without waiting)."""
         fps = self.config.nominal_fps
-        start = 0
-        before = tracker.started
-        for r, c in zip(results, counts):
-            sl = slice(start, start + c)
-            block = rows[sl]
-            ids[sl] = tracker.update(
-                block[:, :4], block[:, 4], block[:, 5].astype(np.int64), t=frame_time(r.meta, fps),
-                embeddings=None if emb is None or not c else emb[sl],
-            )  # fmt: skip
-            start += c
-        self._started[sid] = self._started.get(sid, 0) + tracker.started - before
-        self._next_id[sid] = tracker.next_id
-        self._frames[sid] = self._frames.get(sid, 0) + len(results)
-        return _attach(results, ids, counts)
+        emb = self.config.appearance_weight > 0
+        packed = [
+            (i, _pack(g, fps, with_embeddings=emb))
+            for i, g in enumerate(groups)
+            if g and (self.streams is None or g[0].meta.stream_id in self.streams)
+        ]
+        seq = None
+        if packed and self._where() == "process":
+            assert self._child is not None
+            resets, self._resets_due = self._resets_due, []
+            try:
+                seq = self._child.request(resets, [(p, self._next_id.get(p.stream_id, 1)) for _, p in packed])
+            except TrackerProcessError as exc:
+                self._fall_back(exc)
+        return PendingTracks(self, groups, packed, seq)
+
+    def _finish(self, pending: "PendingTracks") -> "list[Sequence[FrameResult]]":
+        out: "list[StreamIds] | None" = None
+        if pending.seq is not None and self._child is not None:
+            try:
+                out = self._child.reply(pending.seq)
+            except TrackerProcessError as exc:
+                self._fall_back(exc)
+        if out is None:
+            out = [self._book.track(p, first_id=self._next_id.get(p.stream_id, 1)) for _, p in pending.packed]
+        groups: list[Sequence[FrameResult]] = list(pending.groups)
+        for (i, p), got in zip(pending.packed, out):
+            sid = p.stream_id
+            self._started[sid] = self._started.get(sid, 0) + got.started
+            self._next_id[sid] = got.next_id
+            self._active[sid] = got.active
+            self._frames[sid] = self._frames.get(sid, 0) + len(groups[i])
+            groups[i] = _attach(groups[i], got.ids, p.counts.tolist())
+        return groups
+
+    def _where(self) -> str:
+        """``"process"`` or ``"inline"``: decided once, at the first frames."""
+        if self._mode is None:
+            self._mode = "inline"
+            if self.worker == "process" or (self.worker == "auto" and _has_cuda()):
+                try:
+                    self._child = TrackerProcess(self.config)
+                    self._mode = "process"
+                except Exception as exc:  # noqa: BLE001 - tracking goes on inline
+                    logger.warning("the tracker process did not start (%s); tracking runs on the run's thread", exc)
+        return self._mode
+
+    def _fall_back(self, exc: BaseException) -> None:
+        """The helper process failed: track inline from now on (tracks start over)."""
+        logger.warning("%s; tracking goes on in the run's process (tracks start over, ids go on counting)", exc)
+        child, self._child, self._mode = self._child, None, "inline"
+        self._resets_due = []
+        if child is not None:
+            child.close()
 
     def reset(self, stream_id: int) -> None:
-        tracker = self._trackers.pop(stream_id, None)
-        if tracker is not None:
+        self._book.reset(stream_id)
+        if self._mode == "process":
+            self._resets_due.append(stream_id)
+        if stream_id in self._frames:
             self._resets[stream_id] = self._resets.get(stream_id, 0) + 1
+            self._active[stream_id] = 0
             logger.debug("tracks of stream %d reset", stream_id)
 
     def report(self) -> Mapping[str, Any]:
-        """``{"tracks": total confirmed, "streams": {"<id>": {"tracks", "active", "frames",
-        "resets"}}}``."""
-        streams = {}
-        for sid in sorted(self._frames):
-            tracker = self._trackers.get(sid)
-            streams[str(sid)] = {
+        """``{"tracks": total confirmed, "worker": "process" | "inline", "streams": {"<id>":
+        {"tracks", "active", "frames", "resets"}}}``."""
+        streams = {
+            str(sid): {
                 "tracks": self._started.get(sid, 0),
-                "active": tracker.active() if tracker is not None else 0,
+                "active": self._active.get(sid, 0),
                 "frames": self._frames[sid],
                 "resets": self._resets.get(sid, 0),
             }
+            for sid in sorted(self._frames)
+        }
         if not streams:
             return {}
-        return {"tracks": sum(s["tracks"] for s in streams.values()), "streams": streams}
+        return {"tracks": sum(s["tracks"] for s in streams.values()), "worker": self._mode, "streams": streams}
 
     def active_tracks(self, stream_id: int) -> int:
         """Confirmed tracks followed now in ``stream_id`` (for live status tables)."""
-        tracker = self._trackers.get(stream_id)
-        return tracker.active() if tracker is not None else 0
+        return self._active.get(stream_id, 0)
 
     def close(self) -> None:
-        self._trackers.clear()
+        child, self._child = self._child, None
+        if child is not None:
+            child.close()
+        self._book = TrackBook(self.config)
+
+
+class PendingTracks:
+    """A batch being tracked (:meth:`TrackerStage.submit`)."""
+
+    def __init__(self, stage: TrackerStage, groups: "Sequence[Sequence[FrameResult]]",
+                 packed: "list[tuple[int, PackedFrames]]", seq: int | None) -> None:  # fmt: skip
+        self.stage, self.groups, self.packed, self.seq = stage, groups, packed, seq
+
+    def done(self) -> bool:
+        child = self.stage._child
+        return self.seq is None or child is None or child.ready(self.seq)
+
+    def result(self) -> "list[Sequence[FrameResult]]":
+        return self.stage._finish(self)
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def _pack(results: "Sequence[FrameResult]", nominal_fps: float, *, with_embeddings: bool) -> PackedFrames:
+    """One stream's consecutive results as :class:`~vidpipe.track.book.PackedFrames` (one host copy)."""
+    import numpy as np
+
+    rows, counts, emb = _to_host(results, with_embeddings=with_embeddings)
+    times = np.array([frame_time(r.meta, nominal_fps) for r in results], dtype=np.float64)
+    return PackedFrames(results[0].meta.stream_id, times, np.asarray(counts, dtype=np.int64), rows, emb)
 
 
 def _to_host(results: "Sequence[FrameResult]", *, with_embeddings: bool) -> "tuple[np.ndarray, list[int], np.ndarray | None]":
