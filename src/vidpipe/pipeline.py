@@ -323,16 +323,13 @@ class DetectionRun:
 
         Then the stages (:class:`~vidpipe.stages.runner.StageRunner`): a stage that works
         elsewhere (the tracker's helper process) is handed batch N and left working while batch
-        N+1 is detected; batch N is yielded once it is done (at the latest after batch N+1's
-        post-processing, or when the batcher has nothing due), so results stay in order."""
+        N+1 is detected; batch N is yielded after batch N+1's post-processing, or as soon as the
+        batcher has nothing due, so results stay in order."""
         import torch
 
         in_flight: "_InFlight | None" = None
         staged: "Ticket | None" = None  # a post-processed batch whose stages work elsewhere
         while not self._stop.is_set():  # stop(): deliver the batch in flight, drop the rest
-            if staged is not None and self.stages.ready(staged):
-                yield self._complete(staged)
-                staged = None
             busy = in_flight is not None or staged is not None
             chunks = self._batcher.next(in_flight=busy, stop=self._stop)
             if chunks is END:
@@ -366,7 +363,7 @@ class DetectionRun:
             if staged is not None:
                 yield self._complete(staged)
             staged = ticket
-            if self.stages.ready(staged):
+            if not self.stages.working(staged):  # no stage works elsewhere: done already
                 yield self._complete(staged)
                 staged = None
         return staged

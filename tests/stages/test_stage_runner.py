@@ -202,9 +202,6 @@ class Elsewhere(Recorder):
         outer = self
 
         class Pending:
-            def done(self):
-                return future.done()
-
             def result(self):
                 outer.events.append(("result", first))
                 return future.result()

@@ -68,10 +68,6 @@ class Event:
 class PendingGroups(Protocol):
     """What a stage's optional ``submit`` returns: the groups of a batch being processed elsewhere."""
 
-    def done(self) -> bool:
-        """Whether :meth:`result` would return without waiting."""
-        ...
-
     def result(self) -> "Sequence[Sequence[FrameResult]]":
         """The groups, processed (as ``Stage.process_batch`` returns them); waits if need be."""
         ...
@@ -102,10 +98,11 @@ class Stage(Protocol):
     #
     # Optional: ``submit(groups) -> PendingGroups``: the same groups, but the stage only starts
     # the work (in a helper process, say) and returns at once; the handle's ``result()`` gives the
-    # groups back as ``process_batch`` would (waiting if need be), ``done()`` says whether it
-    # would wait. The run hands a stage batch N+1 before it asks for batch N's result, in order,
-    # and detects meanwhile (:class:`~vidpipe.stages.runner.StageRunner`); the runner calls it
-    # instead of process_batch and process.
+    # groups back as ``process_batch`` would (waiting if need be). The run hands a stage batch N+1
+    # before it asks for batch N's result, in order, and detects meanwhile
+    # (:class:`~vidpipe.stages.runner.StageRunner`); it asks without polling first (a poll is a
+    # system call, and each hands the run's GIL away). The runner calls it instead of
+    # process_batch and process.
 
     def reset(self, stream_id: int) -> None:
         """Forget the stream's state (it starts over)."""

@@ -102,9 +102,10 @@ class StageRunner:
         self._advance(ticket, wait=False)
         return ticket
 
-    def ready(self, ticket: "Ticket") -> bool:
-        """Whether :meth:`complete` would not wait for a stage working elsewhere."""
-        return ticket.pending is None or ticket.pending.done()
+    def working(self, ticket: "Ticket") -> bool:
+        """Whether a stage is working on the ticket's batch elsewhere (:meth:`complete` may
+        wait for it). The stage is not asked: a poll costs a system call."""
+        return ticket.pending is not None
 
     def complete(self, ticket: "Ticket") -> "list[FrameResult]":
         """The batch of ``ticket`` after every stage, in its original order."""

@@ -16,10 +16,7 @@ import os
 import sys
 from typing import NoReturn
 
-__all__ = ["FD_ENV", "main"]
-
-#: the environment variable with the descriptor of this child's end of the socket
-FD_ENV = "VIDPIPE_TRACK_FD"
+__all__ = ["main"]
 
 
 def main() -> NoReturn:
@@ -29,6 +26,7 @@ def main() -> NoReturn:
     from multiprocessing.connection import Connection
 
     from vidpipe.track.book import TrackBook
+    from vidpipe.track.process import FD_ENV
 
     conn = Connection(int(os.environ[FD_ENV]))
     try:

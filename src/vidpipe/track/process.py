@@ -26,15 +26,17 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from vidpipe.lifetime.keeper import Keeper
-from vidpipe.track.child import FD_ENV
 
 if TYPE_CHECKING:
     from vidpipe.track.book import PackedFrames, StreamIds
     from vidpipe.track.config import TrackConfig
 
-__all__ = ["TrackerProcess", "TrackerProcessError", "START_TIMEOUT_S"]
+__all__ = ["TrackerProcess", "TrackerProcessError", "START_TIMEOUT_S", "FD_ENV"]
 
 logger = logging.getLogger(__name__)
+
+#: the environment variable with the descriptor of the child's end of the socket
+FD_ENV = "VIDPIPE_TRACK_FD"
 
 #: seconds the child may take to start (Python, numpy) and say hello
 START_TIMEOUT_S = 60.0
@@ -46,7 +48,7 @@ class TrackerProcessError(RuntimeError):
 
 class TrackerProcess:
     """A tracker child for one run's :class:`~vidpipe.track.stage.TrackerStage` (one thread
-    calls :meth:`request`, :meth:`ready` and :meth:`reply`; :meth:`close` from any thread).
+    calls :meth:`request` and :meth:`reply`; :meth:`close` from any thread).
 
     Raises:
         TrackerProcessError: the child did not start within :data:`START_TIMEOUT_S`.
@@ -94,7 +96,7 @@ class TrackerProcess:
 
     def request(self, resets: Sequence[int], groups: "Sequence[tuple[PackedFrames, int]]") -> int:
         """Send one batch: forget the streams in ``resets``, then track each ``(frames,
-        first_id)``. Returns the request's number (for :meth:`ready` / :meth:`reply`).
+        first_id)``. Returns the request's number (for :meth:`reply`).
 
         Raises:
             TrackerProcessError: the child is gone.
@@ -105,15 +107,6 @@ class TrackerProcess:
         except (OSError, ValueError) as exc:
             raise self._gone() from exc
         return self._seq
-
-    def ready(self, seq: int) -> bool:
-        """Whether request ``seq``'s reply has come (never blocks)."""
-        try:
-            while seq not in self._replies and self._conn.poll(0):
-                self._take()
-        except (EOFError, OSError, ValueError):
-            return True  # reply() says what happened
-        return seq in self._replies
 
     def reply(self, seq: int) -> "list[StreamIds]":
         """Request ``seq``'s results, one per group, waiting for them.

@@ -32,6 +32,8 @@ arithmetic, so a faster core scales it directly.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import itertools
 import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -43,6 +45,7 @@ from vidpipe.track.process import TrackerProcess, TrackerProcessError
 
 if TYPE_CHECKING:
     import numpy as np
+    import torch
 
     from vidpipe.track.book import StreamIds
     from vidpipe.types import FrameMeta, FrameResult
@@ -116,7 +119,7 @@ class TrackerStage:
     def submit(self, groups: "Sequence[Sequence[FrameResult]]") -> "PendingTracks":
         """Start tracking every stream's group of a batch (see
         :meth:`~vidpipe.stages.runner.StageRunner.submit`); the handle's ``result()`` gives the
-        groups back with ``track_ids`` (``done()``: without waiting)."""
+        groups back with ``track_ids``."""
         fps = self.config.nominal_fps
         emb = self.config.appearance_weight > 0
         packed = [
@@ -216,10 +219,6 @@ class PendingTracks:
                  packed: "list[tuple[int, PackedFrames]]", seq: int | None) -> None:  # fmt: skip
         self.stage, self.groups, self.packed, self.seq = stage, groups, packed, seq
 
-    def done(self) -> bool:
-        child = self.stage._child
-        return self.seq is None or child is None or child.ready(self.seq)
-
     def result(self) -> "list[Sequence[FrameResult]]":
         return self.stage._finish(self)
 
@@ -240,8 +239,13 @@ def _pack(results: "Sequence[FrameResult]", nominal_fps: float, *, with_embeddin
 
 
 def _to_host(results: "Sequence[FrameResult]", *, with_embeddings: bool) -> "tuple[np.ndarray, list[int], np.ndarray | None]":
-    """The detections of ``results`` as one ``(N, 6 [+ D])`` float32 host array (x1, y1, x2, y2,
-    score, class [, embedding]), in frame order, with one device->host copy."""
+    """The detections of ``results`` as one ``(N, 6)`` float32 host array (x1, y1, x2, y2,
+    score, class) and their ``(N, D)`` embeddings, in frame order, with one device->host copy.
+
+    Detections already on the host are read through numpy views, without a torch call: each
+    torch call hands the GIL to the run's other threads (the decoders') and must win it back,
+    which on a busy GPU host cost more than the tracking (an H200, real 1080p footage: 0.15 ms a
+    frame of packing and unpacking around a helper process that needed 0.01)."""
     import numpy as np
     import torch
 
@@ -257,6 +261,14 @@ def _to_host(results: "Sequence[FrameResult]", *, with_embeddings: bool) -> "tup
             dims = {int(e.shape[1]) for e in got}  # type: ignore[union-attr]
             if len(dims) == 1:
                 embs = got
+    host = [t for d in dets for t in (d.boxes, d.scores, d.class_ids)] + list(embs or ())
+    if all(_numpy_ok(t) for t in host):  # detections on the host (vidpipe detect): numpy only
+        rows = np.empty((total, 6), np.float32)
+        rows[:, :4] = np.concatenate([d.boxes.numpy() for d in dets])
+        rows[:, 4] = np.concatenate([d.scores.numpy() for d in dets])
+        rows[:, 5] = np.concatenate([d.class_ids.numpy() for d in dets])
+        emb = None if embs is None else np.concatenate([e.numpy() for e in embs]).astype(np.float32, copy=False)  # type: ignore[union-attr]
+        return rows, counts, emb
     dev = dets[0].device
     cols = [
         torch.cat([d.boxes for d in dets]).float(),
@@ -269,19 +281,35 @@ def _to_host(results: "Sequence[FrameResult]", *, with_embeddings: bool) -> "tup
     return packed[:, :6], counts, (packed[:, 6:] if embs is not None else None)
 
 
+def _numpy_ok(t: "torch.Tensor") -> bool:
+    """A tensor ``.numpy()`` can view as it is (host memory, no autograd, a numpy dtype)."""
+    return t.device.type == "cpu" and not t.requires_grad and t.dtype in _numpy_dtypes()
+
+
 def _attach(results: "Sequence[FrameResult]", ids: "np.ndarray", counts: list[int]) -> "list[FrameResult]":
-    """Each result with ``detections.track_ids`` on its detections' device (one copy per device)."""
+    """Each result with ``detections.track_ids`` on its detections' device: views of one host
+    array (no torch call) where they are on the host, else one copy per device and one split."""
     import torch
 
-    host = torch.from_numpy(ids)
-    on: dict[Any, torch.Tensor] = {}
-    out = []
-    start = 0
-    for r, c in zip(results, counts):
-        d = r.detections
-        dev = d.device
-        if dev not in on:
-            on[dev] = host if dev.type == "cpu" else host.to(dev, non_blocking=False)
-        out.append(dataclasses.replace(r, detections=dataclasses.replace(d, track_ids=on[dev][start : start + c])))
-        start += c
-    return out
+    starts = list(itertools.accumulate([0, *counts[:-1]]))
+    devices = {r.detections.device for r in results}
+    if devices == {torch.device("cpu")}:
+        parts: Sequence[torch.Tensor] = [torch.from_numpy(ids[a : a + c]) for a, c in zip(starts, counts)]
+    elif len(devices) == 1:
+        parts = torch.from_numpy(ids).to(devices.pop()).split(counts)
+    else:  # results of one stream on several devices (a caller's own): per device
+        host = torch.from_numpy(ids)
+        on = {dev: host if dev.type == "cpu" else host.to(dev) for dev in devices}
+        parts = [on[r.detections.device][a : a + c] for r, a, c in zip(results, starts, counts)]
+    return [
+        dataclasses.replace(r, detections=dataclasses.replace(r.detections, track_ids=part))
+        for r, part in zip(results, parts)
+    ]
+
+
+@functools.cache
+def _numpy_dtypes() -> frozenset:
+    import torch
+
+    return frozenset({torch.float32, torch.float16, torch.float64, torch.int64, torch.int32, torch.int16,
+                      torch.uint8, torch.int8, torch.bool})  # fmt: skip
