@@ -127,3 +127,17 @@ def test_a_detection_run_tracks_the_same_in_the_helper_process(bikes_path):
     assert [i for i, _ in ids["process"]] == list(range(48))
     assert ids["process"] == ids["inline"]
     assert any(t for _, t in ids["inline"] if t and max(t) > 0)  # something was tracked
+
+
+def test_a_helper_that_cannot_start_leaves_tracking_inline(monkeypatch, caplog):
+    """The child exits at once (here: a "python" that is /bin/false): the first frames are tracked
+    inline, with a warning that says so."""
+    import sys
+
+    monkeypatch.setattr(sys, "executable", "/bin/false")
+    stage = TrackerStage(worker="process")
+    with caplog.at_level(logging.WARNING, logger="vidpipe.track.stage"):
+        out = stage.process(_walk(3))
+    assert [r.detections.track_ids.tolist() for r in out] == [[1, 2]] * 3
+    assert "exited while starting" in caplog.text and stage.report()["worker"] == "inline"
+    stage.close()

@@ -50,8 +50,11 @@ class TrackerProcess:
     """A tracker child for one run's :class:`~vidpipe.track.stage.TrackerStage` (one thread
     calls :meth:`request` and :meth:`reply`; :meth:`close` from any thread).
 
+    The child is started here and works on while the caller goes on; :meth:`wait_started` (or
+    the first :meth:`request`) waits for it to be ready.
+
     Raises:
-        TrackerProcessError: the child did not start within :data:`START_TIMEOUT_S`.
+        TrackerProcessError: the child could not be started.
     """
 
     def __init__(self, config: "TrackConfig") -> None:
@@ -62,6 +65,7 @@ class TrackerProcess:
         self._replies: dict[int, tuple] = {}
         self._seq = 0
         self._closed = False
+        self._started = False  # its hello came
         mine, theirs = socket.socketpair()
         try:
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
@@ -75,10 +79,27 @@ class TrackerProcess:
         finally:
             theirs.close()
         self._conn = Connection(mine.detach())
-        t0 = time.perf_counter()
+        self.pid = self._proc.pid
+        # a stage dropped without close() still stops its child
+        self._finalizer = weakref.finalize(self, _stop, self._conn, self._proc, self._keeper)
+        self._t0 = time.perf_counter()
         try:
             self._conn.send(("config", config))
-            if not self._conn.poll(START_TIMEOUT_S):
+        except OSError as exc:
+            self.close()
+            raise TrackerProcessError(f"the tracker process exited while starting (exit code {self._code()})") from exc
+
+    def wait_started(self) -> None:
+        """Wait for the child's hello (it imports numpy: a fraction of a second, which overlaps
+        the run's warm-up when the stage is made before the run starts).
+
+        Raises:
+            TrackerProcessError: it exited, or did not start within :data:`START_TIMEOUT_S`.
+        """
+        if self._started:
+            return
+        try:
+            if not self._conn.poll(max(0.0, START_TIMEOUT_S - (time.perf_counter() - self._t0))):
                 raise TrackerProcessError(f"the tracker process did not start within {START_TIMEOUT_S:g} s")
             hello = self._conn.recv()
             if hello[0] != "hello":
@@ -89,18 +110,17 @@ class TrackerProcess:
         except BaseException:
             self.close()
             raise
-        self.pid = self._proc.pid
-        # a stage dropped without close() still stops its child
-        self._finalizer = weakref.finalize(self, _stop, self._conn, self._proc, self._keeper)
-        logger.debug("tracker process %d started in %.2f s", self.pid, time.perf_counter() - t0)
+        self._started = True
+        logger.debug("tracker process %d ready %.2f s after it was started", self.pid, time.perf_counter() - self._t0)
 
     def request(self, resets: Sequence[int], groups: "Sequence[tuple[PackedFrames, int]]") -> int:
         """Send one batch: forget the streams in ``resets``, then track each ``(frames,
         first_id)``. Returns the request's number (for :meth:`reply`).
 
         Raises:
-            TrackerProcessError: the child is gone.
+            TrackerProcessError: the child is gone (or never started).
         """
+        self.wait_started()
         self._seq += 1
         try:
             self._conn.send(("track", self._seq, list(resets), list(groups)))
@@ -145,11 +165,7 @@ class TrackerProcess:
         if self._closed:
             return
         self._closed = True
-        finalizer = getattr(self, "_finalizer", None)
-        if finalizer is not None:
-            finalizer()
-        else:  # it failed while starting
-            _stop(self._conn, self._proc, self._keeper)
+        self._finalizer()
 
 
 def _stop(conn: Any, proc: "subprocess.Popen | None", keeper: Keeper) -> None:

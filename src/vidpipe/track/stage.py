@@ -78,7 +78,8 @@ class TrackerStage:
             stage batch N+1 before it waits for N's ids, through :meth:`submit`); ``"inline"``:
             on the thread that iterates the run; ``"auto"`` (default): a process on a machine
             with CUDA (where a run delivers thousands of frames per second), inline elsewhere.
-            A helper process that fails to start or dies is logged once; the trackers then run
+            The helper process starts with the stage (before the run: its start overlaps the
+            run's warm-up). One that fails to start or dies is logged once; the trackers then run
             inline (tracks start over, ids go on counting).
     """
 
@@ -111,6 +112,7 @@ class TrackerStage:
         self._active: dict[int, int] = {}
         self._frames: dict[int, int] = {}
         self._resets: dict[int, int] = {}
+        self._where()  # a helper process starts now: ready by the first frames (it overlaps the run's warm-up)
 
     # ------------------------------------------------------------------ Stage
     def process(self, results: "Sequence[FrameResult]") -> "Sequence[FrameResult]":
@@ -157,7 +159,7 @@ class TrackerStage:
         return groups
 
     def _where(self) -> str:
-        """``"process"`` or ``"inline"``: decided once, at the first frames."""
+        """``"process"`` or ``"inline"``: decided once, when the stage is made."""
         if self._mode is None:
             self._mode = "inline"
             if self.worker == "process" or (self.worker == "auto" and _has_cuda()):
