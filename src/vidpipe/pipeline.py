@@ -120,6 +120,7 @@ class DetectionRun:
         self._batcher = Batcher(config.batch_size, batch_timeout=config.live.batch_timeout, keep_alive=self.keep_alive)
         self.meters = Meters()
         self._started = False  # iteration began
+        self._stages_warmup_s = 0.0
         self._running = False  # workers are started as they are added
         self._closing = False
         self._closed = False  # nothing more is delivered
@@ -238,14 +239,18 @@ class DetectionRun:
 
     @property
     def warmup_s(self) -> float:
-        """Seconds of GPU warm-up before the clock started (0 on the CPU)."""
-        return self.infer.warmup_s
+        """Seconds of warm-up before the clock started: the GPU's (0 on the CPU), then the
+        stages' (a helper process's start not yet done)."""
+        return self.infer.warmup_s + self._stages_warmup_s
 
     # ------------------------------------------------------------------ start
     def _start(self) -> None:
         self._started = True
         self.memory.start()  # max_gpu_memory: the allocator's cap, before the CUDA graph is captured
         self.infer.warm_up()  # on a GPU the clock starts warm: CUDA graph, cuDNN, kernels ready
+        t0 = time.perf_counter()
+        self.stages.warm_up()  # and the stages' helper processes started (they began when made)
+        self._stages_warmup_s = time.perf_counter() - t0
         self.started_at = time.perf_counter()
         self.stats.start()
         with self._lock:

@@ -188,6 +188,9 @@ class Elsewhere(Recorder):
         self.pool = ThreadPoolExecutor(1)
         self.events: list[tuple[str, int]] = []  # ("submit" | "result", first frame index)
 
+    def warm_up(self):
+        self.events.append(("warm", -1))
+
     def submit(self, groups):
         import time
 
@@ -222,6 +225,7 @@ def test_a_stage_that_works_elsewhere_overlaps_the_next_batch_and_keeps_order(ma
     got = [(r.meta.index, r.names) for r in run]
     assert got == [(i, ("tagged",)) for i in range(20)]
     assert after.seen == [(0, i) for i in range(20)]
+    assert slow.events[0] == ("warm", -1) and slow.events.count(("warm", -1)) == 1  # before any batch
     submits = [i for kind, i in slow.events if kind == "submit"]
     assert submits == [0, 4, 8, 12, 16]
     # batch N+1 was handed over before batch N's result was taken, at least once

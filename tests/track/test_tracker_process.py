@@ -120,9 +120,13 @@ def test_a_detection_run_tracks_the_same_in_the_helper_process(bikes_path):
 
     ids = {}
     for worker in ("inline", "process"):
-        run = vidpipe.detect(str(bikes_path), device="cpu", batch_size=8, max_frames=48,
-                             stages=[TrackerStage(worker=worker)])  # fmt: skip
-        ids[worker] = [(r.meta.index, r.detections.track_ids.tolist()) for r in run]
+        stage = TrackerStage(worker=worker)
+        run = vidpipe.detect(str(bikes_path), device="cpu", batch_size=8, max_frames=48, stages=[stage])
+        ids[worker] = []
+        for r in run:
+            ids[worker].append((r.meta.index, r.detections.track_ids.tolist()))
+            if worker == "process" and r.meta.index == 0:  # the run waited for the helper before its clock
+                assert stage._child is not None and stage._child._started
         assert run.summary().stages["track"]["worker"] == worker
     assert [i for i, _ in ids["process"]] == list(range(48))
     assert ids["process"] == ids["inline"]

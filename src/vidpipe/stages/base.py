@@ -103,6 +103,9 @@ class Stage(Protocol):
     # (:class:`~vidpipe.stages.runner.StageRunner`); it asks without polling first (a poll is a
     # system call, and each hands the run's GIL away). The runner calls it instead of
     # process_batch and process.
+    #
+    # Optional: ``warm_up() -> None``: called once before the run's clock starts (after the
+    # model's warm-up), e.g. to wait for a helper process the stage started when it was made.
 
     def reset(self, stream_id: int) -> None:
         """Forget the stream's state (it starts over)."""

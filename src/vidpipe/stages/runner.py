@@ -158,6 +158,14 @@ class StageRunner:
             if len(group) != len(rows):
                 raise RuntimeError(f"stage {stage.name!r} returned {len(group)} results for {len(rows)} frames")
 
+    def warm_up(self) -> None:
+        """Before the run's clock starts: each stage's optional ``warm_up()`` (a helper process
+        it started waits until it is ready)."""
+        for s in self.stages:
+            warm = getattr(s, "warm_up", None)
+            if warm is not None:
+                warm()
+
     def reset(self, stream_id: int) -> None:
         for s in self.stages:
             s.reset(stream_id)

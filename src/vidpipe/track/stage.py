@@ -139,6 +139,15 @@ class TrackerStage:
                 self._fall_back(exc)
         return PendingTracks(self, groups, packed, seq)
 
+    def warm_up(self) -> None:
+        """Wait until the helper process is ready (the run calls this before its clock starts;
+        a process that failed to start leaves the trackers inline, said once)."""
+        if self._child is not None:
+            try:
+                self._child.wait_started()
+            except TrackerProcessError as exc:
+                self._fall_back(exc)
+
     def _finish(self, pending: "PendingTracks") -> "list[Sequence[FrameResult]]":
         out: "list[StreamIds] | None" = None
         if pending.seq is not None and self._child is not None:
