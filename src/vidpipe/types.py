@@ -324,6 +324,26 @@ class Detections:
     def __len__(self) -> int:
         return int(self.boxes.shape[0])
 
+    def with_track_ids(self, track_ids: "torch.Tensor") -> "Detections":
+        """These detections with ``track_ids`` ``(N,)`` int64 on their device (a tracker's
+        per-frame step: only the ids are checked; the other tensors are these, checked already).
+
+        Raises:
+            ValueError: ``track_ids`` is not ``(N,)`` int64 on the detections' device.
+        """
+        import torch
+
+        if track_ids.shape != (len(self),) or track_ids.dtype != torch.int64 or track_ids.device != self.boxes.device:
+            raise ValueError(
+                f"track_ids must be ({len(self)},) int64 on {self.boxes.device}, got {_shape(track_ids)} "
+                f"{track_ids.dtype} on {track_ids.device}"
+            )
+        out = object.__new__(Detections)
+        for name in ("boxes", "scores", "class_ids", "frame"):
+            object.__setattr__(out, name, getattr(self, name))
+        object.__setattr__(out, "track_ids", track_ids)
+        return out
+
     @property
     def device(self) -> "torch.device":
         return self.boxes.device

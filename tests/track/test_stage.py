@@ -154,3 +154,13 @@ def test_detections_on_cuda_get_ids_on_cuda_same_as_cpu():
         assert g.detections.boxes.device.type == "cuda"
         assert torch.equal(c.detections.track_ids, g.detections.track_ids.cpu())
     assert sum(int((r.detections.track_ids >= 0).sum()) for r in gpu_out) > 0.8 * scene.detections
+
+
+def test_with_track_ids_checks_the_ids_and_keeps_the_rest():
+    d = _result(0, 0, [[0, 0, 10, 10], [5, 5, 20, 20]]).detections
+    out = d.with_track_ids(torch.tensor([3, -1]))
+    assert out.track_ids.tolist() == [3, -1] and out.boxes is d.boxes and out.scores is d.scores
+    assert d.track_ids is None  # a new object; the original is unchanged
+    for bad in (torch.tensor([1]), torch.tensor([1.0, 2.0]), torch.tensor([[1, 2]])):
+        with pytest.raises(ValueError, match=r"track_ids must be \(2,\) int64"):
+            d.with_track_ids(bad)

@@ -32,7 +32,6 @@ arithmetic, so a faster core scales it directly.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import logging
 from collections.abc import Mapping, Sequence
@@ -45,7 +44,6 @@ from vidpipe.track.process import TrackerProcess, TrackerProcessError
 
 if TYPE_CHECKING:
     import numpy as np
-    import torch
 
     from vidpipe.track.book import StreamIds
     from vidpipe.types import FrameMeta, FrameResult
@@ -254,9 +252,7 @@ def _to_host(results: "Sequence[FrameResult]", *, with_embeddings: bool) -> "tup
     score, class) and their ``(N, D)`` embeddings, in frame order, with one device->host copy.
 
     Detections already on the host are read through numpy views, without a torch call: each
-    torch call hands the GIL to the run's other threads (the decoders') and must win it back,
-    which on a busy GPU host cost more than the tracking (an H200, real 1080p footage: 0.15 ms a
-    frame of packing and unpacking around a helper process that needed 0.01)."""
+    torch call hands the GIL to the run's other threads (the decoders') and must win it back."""
     import numpy as np
     import torch
 
@@ -272,14 +268,15 @@ def _to_host(results: "Sequence[FrameResult]", *, with_embeddings: bool) -> "tup
             dims = {int(e.shape[1]) for e in got}  # type: ignore[union-attr]
             if len(dims) == 1:
                 embs = got
-    host = [t for d in dets for t in (d.boxes, d.scores, d.class_ids)] + list(embs or ())
-    if all(_numpy_ok(t) for t in host):  # detections on the host (vidpipe detect): numpy only
+    try:  # detections on the host (vidpipe detect): numpy views only
         rows = np.empty((total, 6), np.float32)
         rows[:, :4] = np.concatenate([d.boxes.numpy() for d in dets])
         rows[:, 4] = np.concatenate([d.scores.numpy() for d in dets])
         rows[:, 5] = np.concatenate([d.class_ids.numpy() for d in dets])
         emb = None if embs is None else np.concatenate([e.numpy() for e in embs]).astype(np.float32, copy=False)  # type: ignore[union-attr]
         return rows, counts, emb
+    except (TypeError, RuntimeError):  # on a GPU, with autograd, or a dtype numpy lacks (bfloat16)
+        pass
     dev = dets[0].device
     cols = [
         torch.cat([d.boxes for d in dets]).float(),
@@ -290,11 +287,6 @@ def _to_host(results: "Sequence[FrameResult]", *, with_embeddings: bool) -> "tup
         cols.append(torch.cat([e.to(dev) for e in embs]).float())  # type: ignore[union-attr]
     packed = torch.cat([c.to(dev) for c in cols], dim=1).cpu().numpy()  # the one host copy
     return packed[:, :6], counts, (packed[:, 6:] if embs is not None else None)
-
-
-def _numpy_ok(t: "torch.Tensor") -> bool:
-    """A tensor ``.numpy()`` can view as it is (host memory, no autograd, a numpy dtype)."""
-    return t.device.type == "cpu" and not t.requires_grad and t.dtype in _numpy_dtypes()
 
 
 def _attach(results: "Sequence[FrameResult]", ids: "np.ndarray", counts: list[int]) -> "list[FrameResult]":
@@ -312,15 +304,4 @@ def _attach(results: "Sequence[FrameResult]", ids: "np.ndarray", counts: list[in
         host = torch.from_numpy(ids)
         on = {dev: host if dev.type == "cpu" else host.to(dev) for dev in devices}
         parts = [on[r.detections.device][a : a + c] for r, a, c in zip(results, starts, counts)]
-    return [
-        dataclasses.replace(r, detections=dataclasses.replace(r.detections, track_ids=part))
-        for r, part in zip(results, parts)
-    ]
-
-
-@functools.cache
-def _numpy_dtypes() -> frozenset:
-    import torch
-
-    return frozenset({torch.float32, torch.float16, torch.float64, torch.int64, torch.int32, torch.int16,
-                      torch.uint8, torch.int8, torch.bool})  # fmt: skip
+    return [dataclasses.replace(r, detections=r.detections.with_track_ids(part)) for r, part in zip(results, parts)]
