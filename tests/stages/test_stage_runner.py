@@ -246,3 +246,33 @@ def test_a_stage_that_works_elsewhere_is_done_when_stop_is_called(make_clip):
             run.stop()
     assert got == list(range(len(got))) and 8 <= len(got) < 40
     assert [i for kind, i in slow.events if kind == "result"][-1] == got[-1] - 3
+
+
+def test_a_reconnect_resets_each_stage_after_the_batches_still_in_the_stages():
+    """Batch 1 (connection 0) is still in a stage that works elsewhere when batch 2 (connection 1,
+    a live reconnect) is submitted: the stage after it must see batch 1's frames, then the reset,
+    then batch 2's; and a reset asked for meanwhile (a stream removed) waits the same way."""
+    log = []
+
+    class Logged(Recorder):
+        def process(self, results):
+            log.append(("frames", tuple((r.meta.index, r.meta.connection) for r in results)))
+            return super().process(results)
+
+        def reset(self, stream_id):
+            log.append(("reset", stream_id))
+            super().reset(stream_id)
+
+    slow, after = Elsewhere(delay=0.05), Logged()
+    runner = StageRunner([slow, after])
+    first = runner.submit([_result(0, 0), _result(0, 1)])
+    second = runner.submit([_result(0, 2, connection=1), _result(0, 3, connection=1)])
+    runner.reset(7)  # asked while both batches are in the stages
+    assert log == [] and runner.working(first) and runner.working(second)
+    runner.complete(first)
+    runner.complete(second)
+    assert log == [("frames", ((0, 0), (1, 0))), ("reset", 0), ("frames", ((2, 1), (3, 1))), ("reset", 7)]
+    assert slow.resets == [0, 7] and slow.seen == [(0, 0), (0, 1), (0, 2), (0, 3)]
+    runner.reset(8)  # nothing in the stages: at once
+    assert log[-1] == ("reset", 8)
+    slow.close()

@@ -68,6 +68,7 @@ class StageRunner:
         self.stages = tuple(stages)
         self._timer = timer
         self._connection: dict[int, int] = {}
+        self._open: list[Ticket] = []  # submitted, not completed (in order)
         self._closed = False
 
     @property
@@ -96,9 +97,10 @@ class StageRunner:
             conn = results[rows[0]].meta.connection
             if self._connection.setdefault(sid, conn) != conn:
                 self._connection[sid] = conn
-                self.reset(sid)
+                ticket.resets.append(sid)  # each stage: right before it takes this batch
         ticket.rows = list(groups.values())
         ticket.parts = [[results[i] for i in rows] for rows in ticket.rows]
+        self._open.append(ticket)
         self._advance(ticket, wait=False)
         return ticket
 
@@ -108,10 +110,14 @@ class StageRunner:
         return ticket.pending is not None
 
     def complete(self, ticket: "Ticket") -> "list[FrameResult]":
-        """The batch of ``ticket`` after every stage, in its original order."""
+        """The batch of ``ticket`` after every stage, in its original order (tickets are
+        completed in the order they were submitted)."""
         if ticket.rows is None:
             return list(ticket.results)
         self._advance(ticket, wait=True)
+        self._open.remove(ticket)
+        for sid in ticket.after:  # reset() while this batch was still in the stages
+            self.reset(sid)
         out: list[Any] = list(ticket.results)
         for rows, group in zip(ticket.rows, ticket.parts):
             for i, r in zip(rows, group):
@@ -131,6 +137,8 @@ class StageRunner:
         while ticket.next < len(self.stages):
             stage = self.stages[ticket.next]
             ticket.next += 1
+            for sid in ticket.resets:  # after the earlier batches, before this one (in every stage)
+                stage.reset(sid)
             t0 = time.perf_counter()
             start = getattr(stage, "submit", None)
             if start is not None:  # every stream's group at once, working elsewhere
@@ -167,6 +175,12 @@ class StageRunner:
                 warm()
 
     def reset(self, stream_id: int) -> None:
+        """Reset ``stream_id`` in every stage: at once, or once the batches submitted and not yet
+        completed have been through every stage (so no stage sees a stream's old frames after
+        its reset)."""
+        if self._open:
+            self._open[-1].after.append(stream_id)
+            return
         for s in self.stages:
             s.reset(stream_id)
 
@@ -193,7 +207,7 @@ class StageRunner:
 class Ticket:
     """A batch going through a :class:`StageRunner` (:meth:`StageRunner.submit`)."""
 
-    __slots__ = ("results", "rows", "parts", "next", "pending")
+    __slots__ = ("results", "rows", "parts", "next", "pending", "resets", "after")
 
     def __init__(self, results: "Sequence[FrameResult]") -> None:
         self.results = results
@@ -201,3 +215,5 @@ class Ticket:
         self.parts: list[Sequence[FrameResult]] = []  # per stream: its frames, as the stages left them
         self.next = 0  # the next stage to run
         self.pending: Any = None  # the handle of a stage working elsewhere (Stage.submit)
+        self.resets: list[int] = []  # streams starting over with this batch (a new connection)
+        self.after: list[int] = []  # streams to reset in every stage once this batch is through
