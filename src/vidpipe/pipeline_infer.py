@@ -9,9 +9,9 @@ The consumer launches batch N+1 before finishing batch N, so the GPU runs one wh
 waits for the other. The caller's stream carries none of the model's work: reading batch N's
 results there (``.cpu()``, a tracker's host copy, the caller's own kernels) waits for batch N's
 post-processing only, not for batch N+1's model queued meanwhile (when the model ran on the
-caller's stream, each such read held the host until the next batch's model was done, and the
-GPU then idled while the host worked on the results). On the CPU the same calls run in order,
-without streams or events.
+caller's stream, each such read held the host until the next batch's model was done; on an H200
+with YOLOv3-tiny, 0.1 ms a frame, that made no measurable difference to the rate). On the CPU
+the same calls run in order, without streams or events.
 """
 
 from __future__ import annotations

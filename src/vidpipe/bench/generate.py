@@ -10,8 +10,9 @@ written ``frames / encode`` times one after another with shifted timestamps (clo
 file is a valid stream of ``frames`` frames). Generated files are cached by name.
 
 ``street-720p`` / ``street-1080p`` are real footage instead, with people and bicycles in most
-frames (about 1.7 detections a frame with the bundled model): the bundled street clip scaled, encoded once and looped (:func:`vidpipe.bench.realclip.build_real_clip`),
-so NMS, box mapping, tracking and the device-to-host copy have work to do.
+frames (about 1.2 detections a frame with the bundled model at 1080p): the bundled street clip
+scaled, encoded once and looped (:func:`vidpipe.bench.realclip.build_real_clip`), so NMS, box
+mapping, tracking and the device-to-host copy have work to do.
 """
 
 from __future__ import annotations

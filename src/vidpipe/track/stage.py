@@ -13,10 +13,11 @@ not age tracks wrongly.
 Where: ``worker="auto"`` runs the trackers in a helper process on a machine with CUDA
 (:mod:`vidpipe.track.process`), inline elsewhere. The run hands the stage batch N+1 before it
 takes batch N's ids (:meth:`TrackerStage.submit`), so the tracking of one batch overlaps the
-detection of the next and costs the run's thread only the packing. Measured on an H200 with real
-1080p street footage (``vidpipe bench e2e --generate street-1080p --track``): inline, tracking
-took 0.23 ms a frame of the run's thread and the tracked run 0.62x the untracked rate (see
-``docs/bench/h200/track`` for the process's numbers).
+detection of the next and costs the run's thread only packing the detections and taking the ids
+back. Measured on an H200 with real 1080p street footage (``vidpipe bench e2e --generate
+street-1080p --track``): inline, tracking took 0.23 ms a frame of the run's thread and the
+tracked run went at 0.62x the untracked rate; with the helper process 0.05 ms and 0.84-0.89x
+(``docs/bench/h200/track``).
 
 Cost: per stream and batch the detections of its frames are packed and copied to the host once
 (embeddings included) into a :class:`~vidpipe.track.book.PackedFrames`, the tracker runs on
@@ -103,7 +104,7 @@ class TrackerStage:
         self.worker = worker
         self._book = TrackBook(config)  # the trackers when they run inline
         self._child: "TrackerProcess | None" = None
-        self._mode: str | None = None  # "process" or "inline", decided at the first frames
+        self._mode: str | None = None  # "process" or "inline", decided when made (or "inline" after a failure)
         self._resets_due: list[int] = []  # streams the child must forget before the next request
         self._next_id: dict[int, int] = {}  # ids continue after a reset
         self._started: dict[int, int] = {}  # confirmed tracks per stream, resets included
