@@ -188,3 +188,22 @@ def test_options_are_checked():
     assert track_config(True) == TrackConfig()
     assert track_config(False) is None
     assert track_config({"track_buffer": 2}).track_buffer == 2
+
+
+def test_low_and_tentative_match_thresholds():
+    """A followed object's next detection is low-scored (half hidden) and overlaps the prediction
+    with an IoU of about 0.33: ByteTrack's second association (IoU over 0.5) leaves it out;
+    ``low_match_thresh=0.8`` (IoU over 0.2) takes it. Both thresholds are checked."""
+    from vidpipe.errors import ConfigError
+
+    for thresh, want in ((0.5, -1), (0.8, 1)):
+        tr = ByteTrack(low_match_thresh=thresh)
+        for f in range(3):
+            assert tr.update(np.array([[100.0, 100, 140, 200]]), np.array([0.9]), t=f / 30).tolist() == [1]
+        out = tr.update(np.array([[120.0, 100, 160, 200]]), np.array([0.3]), t=3 / 30)
+        assert out.tolist() == [want], thresh
+    for name in ("low_match_thresh", "tentative_match_thresh"):
+        with pytest.raises(ConfigError, match=name):
+            TrackConfig(**{name: 0.0})
+        with pytest.raises(ConfigError, match=name):
+            TrackConfig(**{name: 1.5})

@@ -222,7 +222,7 @@ class ByteTrack:
         rest = _nz((tr.state != TENTATIVE) & ~matched_t)
         if rest.size and low.size:
             cost = plain[rest][:, low]
-            r, c = match(cost, 0.5)
+            r, c = match(cost, cfg.low_match_thresh)
             pairs_t.append(rest[r])
             pairs_d.append(low[c])
             matched_t[rest[r]] = True
@@ -233,7 +233,7 @@ class ByteTrack:
         high_left = high[~det_used[high]]
         if tent.size and high_left.size:
             cost = fused[tent][:, high_left]
-            r, c = match(cost, 0.7)
+            r, c = match(cost, cfg.tentative_match_thresh)
             pairs_t.append(tent[r])
             pairs_d.append(high_left[c])
             matched_t[tent[r]] = True

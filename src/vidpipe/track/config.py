@@ -25,6 +25,11 @@ class TrackConfig:
             (ByteTrack: ``track_thresh + 0.1``).
         match_thresh: the first association accepts a pair whose cost ``1 - IoU`` (``1 - IoU *
             score`` with ``fuse_score``) is below this: 0.8 asks for an IoU over 0.2.
+        low_match_thresh: the second association (tracks still unmatched, low-scored
+            detections) accepts a pair whose ``1 - IoU`` is below this (ByteTrack: 0.5, an IoU
+            over 0.5).
+        tentative_match_thresh: the same for new, unconfirmed tracks and the high detections
+            left (ByteTrack: 0.7, an IoU over 0.3).
         track_buffer: seconds a lost track is kept for re-association (ByteTrack: 30 frames at
             30 fps = 1 s); measured on the frames' own clock, so dropped frames age it correctly.
         min_hits: detections a new track needs before it is confirmed and gets an id
@@ -50,6 +55,8 @@ class TrackConfig:
     low_thresh: float = 0.1
     new_track_thresh: float = 0.6
     match_thresh: float = 0.8
+    low_match_thresh: float = 0.5
+    tentative_match_thresh: float = 0.7
     track_buffer: float = 1.0
     min_hits: int = 2
     per_class: bool = True
@@ -61,7 +68,8 @@ class TrackConfig:
     def __post_init__(self) -> None:
         for name in ("high_thresh", "low_thresh", "new_track_thresh", "appearance_weight"):
             check_range(name, getattr(self, name), low=0.0, high=1.0)
-        check_range("match_thresh", self.match_thresh, low=0.0, high=1.0, low_inclusive=False)
+        for name in ("match_thresh", "low_match_thresh", "tentative_match_thresh"):
+            check_range(name, getattr(self, name), low=0.0, high=1.0, low_inclusive=False)
         check_range("embedding_momentum", self.embedding_momentum, low=0.0, high=1.0, high_inclusive=False)
         check_range("track_buffer", self.track_buffer, low=0.0)
         check_range("nominal_fps", self.nominal_fps, low=0.0, low_inclusive=False)
