@@ -145,3 +145,19 @@ def test_a_helper_that_cannot_start_leaves_tracking_inline(monkeypatch, caplog):
     assert [r.detections.track_ids.tolist() for r in out] == [[1, 2]] * 3
     assert "exited while starting" in caplog.text and stage.report()["worker"] == "inline"
     stage.close()
+
+
+def test_the_follow_pipelines_timed_tracker_forwards_warm_up():
+    """vidpipe follow wraps its tracker in TimedStage: the run's warm_up still reaches the stage
+    (here a helper process, which is then ready), and process() times the stage."""
+    from vidpipe.follow.timing import TimedStage
+
+    inner = TrackerStage(worker="process")
+    timed = TimedStage(inner)
+    timed.warm_up()
+    assert inner._child is not None and inner._child._started
+    out = timed.process(_walk(3))
+    assert [r.detections.track_ids.tolist() for r in out] == [[1, 2]] * 3
+    assert timed.report()["ms_per_frame"] > 0
+    timed.close()
+    assert inner._child is None

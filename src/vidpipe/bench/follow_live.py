@@ -102,7 +102,7 @@ def run_pipeline_bench(
             player = threading.Thread(target=_player, args=(server.url("follow"), got, stop), daemon=True)
             player.start()
             state: dict[str, Any] = {"writer": None}
-            tracker = TimedStage(TrackerStage())
+            tracker = TimedStage(TrackerStage(worker="inline"))
             follow = FollowStage(target, size=out_size, sink=lambda meta, image: state["writer"].write(image, pts=meta.pts),
                                  nominal_fps=fps)  # fmt: skip
             run = vidpipe.detect(server.url("camera"), model=model, device=device, classes=target,

@@ -84,7 +84,7 @@ def run_vidpipe(
     (the seconds are the stage's ``process`` calls only)."""
     from vidpipe.track import TrackerStage
 
-    stage = TrackerStage(config)
+    stage = TrackerStage(config, worker="inline")  # the tracker itself, without a helper process
     results = list(results) if results is not None else _results(scene, device)
     hyp: Hypothesis = []
     spent = 0.0

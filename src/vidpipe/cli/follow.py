@@ -229,7 +229,8 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error("--audio copies the audio of a file INPUT; a live INPUT's audio cannot be copied yet")
     config = _camera_config(args)
     fps = _output_fps(args)
-    tracker = TimedStage(TrackerStage(track_options(args) or TrackConfig()))
+    # one stream at its own rate: a helper process would add a round trip and overlap nothing
+    tracker = TimedStage(TrackerStage(track_options(args) or TrackConfig(), worker="inline"))
     state: dict[str, Any] = {"written": 0, "writer": None}
 
     def sink(meta, image) -> None:

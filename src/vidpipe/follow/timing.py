@@ -73,6 +73,11 @@ class TimedStage:
     def reset(self, stream_id: int) -> None:
         self.stage.reset(stream_id)
 
+    def warm_up(self) -> None:
+        warm = getattr(self.stage, "warm_up", None)
+        if warm is not None:
+            warm()
+
     def report(self) -> Mapping[str, Any]:
         rep = dict(self.stage.report())
         if self.clock.frames:
