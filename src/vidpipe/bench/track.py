@@ -71,7 +71,7 @@ def _mean(ms: list[dict[str, float]]) -> dict[str, float]:
 def run_track_bench(
     scenes: Sequence[str] = ("easy", "crossing", "crowd", "drops"),
     *,
-    seeds: int = 3,
+    seeds: int = 8,
     rate: bool = True,
     clip: str | None = None,
     device: str = "cpu",
