@@ -16,6 +16,7 @@ the same calls run in order, without streams or events.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -192,8 +193,6 @@ class Inference:
 
     def launch(self, chunks: "list[QueuedChunk]", torch: Any) -> "_InFlight":
         """Join the chunks into one model input and queue the model on it (the model stream)."""
-        import contextlib
-
         from vidpipe.batching.pending import PendingFrame, materialize
 
         cuda = self.device.type == "cuda"

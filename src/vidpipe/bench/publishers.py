@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from vidpipe.lifetime.keeper import Keeper, reap
+from vidpipe.lifetime.keeper import Keeper, python_env, reap
 
 __all__ = ["PublisherProcesses", "local_streams"]
 
@@ -48,7 +48,7 @@ class PublisherProcesses:
 
         self._keeper = Keeper("vidpipe-publish-keeper")
         self._status = Path(tempfile.mkdtemp(prefix="vidpipe-publish-"))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        env = python_env()
         try:
             for i in range(0, len(self.urls), self.per_process):
                 env[STATUS_ENV] = str(self._status / f"{i}.json")

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from vidpipe.decode.procring import Ring, send_fds
 from vidpipe.errors import DecodeError
-from vidpipe.lifetime.keeper import Keeper, reap
+from vidpipe.lifetime.keeper import Keeper, python_env, reap
 
 if TYPE_CHECKING:
     import torch
@@ -97,7 +97,7 @@ class DecoderProcessPool:
         decode thread of a pipeline that may end long before)."""
         from multiprocessing.connection import Connection
 
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        env = python_env()
         if logger.isEnabledFor(logging.DEBUG):
             env["VIDPIPE_PROC_LOG"] = "DEBUG"
         for _ in range(n):

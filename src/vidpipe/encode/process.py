@@ -35,7 +35,7 @@ from vidpipe.encode._handoff import STOP, Handoff
 from vidpipe.encode._output import check_writer_args, checked_frame
 from vidpipe.encode.yuv import matrix_for_height, rgb_to_yuv420
 from vidpipe.errors import ConfigError, SinkError
-from vidpipe.lifetime.keeper import Keeper
+from vidpipe.lifetime.keeper import Keeper, python_env
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -87,7 +87,7 @@ class ProcessVideoWriter:
             "codec": codec, "audio_from": None if audio_from is None else os.fspath(audio_from),
             "options": dict(options) if options else None, "queue_frames": self.queue_frames, "timeout_s": timeout_s,
         }  # fmt: skip
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        env = python_env()
         # the target (it may hold a password) goes in the child's arguments, which only this user can read
         self._keeper = Keeper(f"vidpipe-encode-keeper-{self.name}")
         try:

@@ -37,11 +37,17 @@ from typing import Any, TypeVar
 
 from vidpipe.lifetime.child import LIFELINE_ENV, PARENT_ENV, PR_SET_PDEATHSIG
 
-__all__ = ["Keeper", "die_with_parent", "reap", "with_parent_death"]
+__all__ = ["Keeper", "die_with_parent", "python_env", "reap", "with_parent_death"]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+def python_env() -> dict[str, str]:
+    """This process's environment for a ``python -m vidpipe...`` child, with this interpreter's
+    ``sys.path`` as ``PYTHONPATH`` (the child imports the same vidpipe, an editable checkout too)."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
 
 
 def reap(procs: "Sequence[subprocess.Popen]", *, timeout: float = 5.0) -> None:

@@ -16,7 +16,6 @@ by any signal) and talks over a socket pair: requests and replies in order, numb
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from vidpipe.lifetime.keeper import Keeper
+from vidpipe.lifetime.keeper import Keeper, python_env
 
 if TYPE_CHECKING:
     from vidpipe.track.book import PackedFrames, StreamIds
@@ -68,7 +67,7 @@ class TrackerProcess:
         self._started = False  # its hello came
         mine, theirs = socket.socketpair()
         try:
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+            env = python_env()
             env[FD_ENV] = str(theirs.fileno())
             self._proc = self._keeper.popen([sys.executable, "-m", "vidpipe.track.child"], python=True, env=env,
                                             stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),))  # fmt: skip
