@@ -100,3 +100,34 @@ def test_bench_streams_on_the_cpu_repeats_each_count(tmp_path):
     # the publishers' own lateness in the window, from their status files
     assert all(0 <= r["publisher_late_100ms"] <= r["publisher_late_33ms"] for r in rows)
     assert "| run |" in (out / "bench_streams.md").read_text()
+
+
+def test_bench_streams_annotate_encodes_every_stream(tmp_path):
+    """``bench streams --annotate``: each stream drawn and encoded to a video of its own while it
+    is measured; the row says how many frames the encoders took and what a frame cost them, and
+    the option without ``--annotate`` is an error."""
+    require_nginx()
+    import json
+
+    import pytest
+
+    from vidpipe.cli import main
+
+    with pytest.raises(SystemExit, match="needs --annotate"):
+        main(["bench", "streams", "--device", "cpu", "--annotate-option", "preset=ultrafast", "--streams", "2"])
+    with pytest.raises(SystemExit):
+        main(["bench", "streams", "--device", "cpu", "--annotate", "--annotate-option", "ultrafast"])
+    out = tmp_path / "out"
+    rc = main(["bench", "streams", "--device", "cpu", "--decoder", "pyav", "--streams", "2", "--seconds", "2",
+               "--warmup", "1", "--size", "160x96", "--cache-dir", str(tmp_path), "--out", str(out),
+               "--annotate", "--annotate-option", "preset=ultrafast", "--annotate-option", "threads=1"])
+    assert rc == 0
+    report = json.loads((out / "bench_streams.json").read_text())
+    (row,) = report["rows"]
+    assert row["peer"] == "vidpipe+annotate"
+    # every result of the run was drawn and handed to its encoder: at least the window's
+    assert row["encoded_frames"] >= row["fps_total"] * row["window_s"] > 0
+    assert row["encode_ms"] > 0 and row["encoder_errors"] is None
+    assert "preset=ultrafast, threads=1" in report["title"]
+    assert "frames encoded" in (out / "bench_streams.md").read_text()
+    assert not list(tmp_path.glob("**/cam*.mp4"))  # the videos went with their temporary folder

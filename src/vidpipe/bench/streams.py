@@ -17,8 +17,13 @@ before the window):
   frames a server buffered, older than real time), reconnects,
 - packets the publishers sent more than 33 / 100 ms after their time in the window (a late
   publisher delivers frames in bursts: drops then say little about vidpipe),
-- CPU cores used by vidpipe (its process and its decoder processes; publishers and server
-  excluded), CPU cores busy on the whole machine (publishers and server included), GPU and NVDEC
+- with ``annotate`` (``--annotate``): every stream's frames drawn and encoded to a file of its own
+  (:class:`~vidpipe.stages.annotate.AnnotateStage`, libx264 in a child process per stream, as
+  ``vidpipe detect --annotate DIR/`` does), with the encoders' ms per frame and how often the run
+  waited for them; the results then count only once drawn and handed to their encoder, and a
+  stream is real time only if its encoder kept up (no drops),
+- CPU cores used by vidpipe (its process, its decoder processes and its encoder processes;
+  publishers and server excluded), CPU cores busy on the whole machine (publishers and server included), GPU and NVDEC
   utilisation (NVML, sampled twice a second), and the decoder processes of the live streams.
 
 The most streams held in real time is the largest N whose row is real time.
@@ -32,7 +37,7 @@ import os
 import statistics
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,11 +121,13 @@ def _machine_busy_s() -> float:
 def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, warmup: float,
              batch_size: int, batch_timeout: float | None, decoder: str = "auto",
              live_processes: int | None = None, decode_latency: str = "auto",
-             queue_frames: int | None = None, publishers: Any = None) -> dict:
+             queue_frames: int | None = None, publishers: Any = None,
+             annotate: Mapping[str, str] | None = None, out_dir: str | os.PathLike | None = None) -> dict:
     """One step: detect on ``urls`` until ``warmup`` passed and every stream has delivered for
     :data:`SETTLE_S`, then count ``seconds`` of results. ``publishers``
     (:class:`~vidpipe.bench.publishers.PublisherProcesses`): their packets sent late in the window
-    are counted too."""
+    are counted too. ``annotate``: encoder options of an annotate stage writing one video per
+    stream under ``out_dir``."""
     import vidpipe
     from vidpipe.sources.options import LiveOptions
 
@@ -128,7 +135,8 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
     queue = {} if queue_frames is None else {"queue_frames": queue_frames}
     live = LiveOptions(batch_timeout=batch_timeout, processes=live_processes, decode_latency=decode_latency,  # type: ignore[arg-type]
                        **queue)  # fmt: skip
-    run = vidpipe.detect(list(urls), model=detector, batch_size=batch_size, live=live, decoder=decoder)
+    stages = _annotate_stages(annotate, out_dir) if annotate is not None else ()
+    run = vidpipe.detect(list(urls), model=detector, batch_size=batch_size, live=live, decoder=decoder, stages=stages)
     # the loop below waits for results: a run that delivers none is closed from here instead
     watchdog = threading.Timer(warmup + 60 + seconds + 30, run.close)
     watchdog.daemon = True
@@ -156,7 +164,7 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
                 ready = not unseen and now - all_seen_at >= SETTLE_S and now - t_start >= warmup
                 if ready or now - t_start > warmup + 60:
                     window_start, window_end = now, now + seconds
-                    before, cpu0 = run.status(), time.process_time() + run.live_processes_cpu_s()
+                    before, cpu0 = run.status(), time.process_time() + run.live_processes_cpu_s() + _children_cpu_s()
                     busy0 = _machine_busy_s()
                     sent0 = publishers.lateness() if publishers is not None else {}
                     sampler.__enter__()
@@ -164,7 +172,7 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
             if now >= window_end:  # read before the loop ends: leaving it closes the run
                 measured_end = now
                 procs = run.live_processes
-                cpu_s = time.process_time() + run.live_processes_cpu_s() - cpu0
+                cpu_s = time.process_time() + run.live_processes_cpu_s() + _children_cpu_s() - cpu0
                 machine_s = _machine_busy_s() - busy0
                 sent1 = publishers.lateness() if publishers is not None else {}
                 break
@@ -179,6 +187,7 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
         run.close()
     if window_start is None or before is None:
         return {"streams": n, "note": "failed: the run ended before the measurement window"}
+    encoders = _encoder_columns(run.summary().stages.get("annotate")) if annotate is not None else {}
     wall = (measured_end or time.monotonic()) - window_start  # not the run's close
     per_stream = [c / wall for c in counts]
     drops = sum(a["drops"] - b["drops"] for a, b in zip(after["streams"], before["streams"]))
@@ -211,7 +220,59 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
         "decoder": ",".join(decoders) or None,
         "live_processes": procs,
         "window_s": wall,
+        **encoders,
     }
+
+
+def _annotate_stages(options: Mapping[str, str], out_dir: str | os.PathLike | None) -> list:
+    """The annotate stage of ``--annotate``: one libx264 video per stream under ``out_dir``, each
+    encoded in a child process (``vidpipe detect --annotate DIR/`` on CUDA)."""
+    from vidpipe.draw import Annotator
+    from vidpipe.stages.annotate import AnnotateStage
+
+    if out_dir is None:
+        raise ValueError("annotate needs out_dir")
+    folder = Path(out_dir)
+    return [AnnotateStage(lambda meta: str(folder / f"cam{meta.stream_id}.mp4"), render=Annotator(),
+                          options=dict(options) or None, audio=False, release_frames=True)]
+
+
+def _encoder_columns(report: dict | None) -> dict:
+    """The annotate stage's report, summed over streams: frames encoded, mean encode ms a frame,
+    the run's waits for a full encoder queue, streams whose video failed."""
+    streams = list(((report or {}).get("streams") or {}).values())
+    encode = [s["encode_ms_per_frame"] for s in streams if s.get("encode_ms_per_frame") is not None]
+    return {
+        "encoded_frames": sum(s.get("frames") or 0 for s in streams),
+        "encode_ms": statistics.mean(encode) if encode else None,
+        "encoder_waits": sum(s.get("blocked_writes") or 0 for s in streams),
+        "encoder_errors": sum(1 for s in streams if s.get("error")) or None,
+    }
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds used so far by this process's running encoder processes
+    (``python -m vidpipe.encode.child``; Linux ``/proc``, else 0). Read before the run closes
+    them, like the decoder processes' (:meth:`~vidpipe.pipeline.Pipeline.live_processes_cpu_s`)."""
+    from vidpipe.decode.procpool import cpu_seconds
+
+    me = str(os.getpid()).encode()
+    pids = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0.0
+    for pid in filter(str.isdigit, entries):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                parent = f.read().rsplit(b")", 1)[1].split()[1]
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read()
+        except (OSError, IndexError):
+            continue
+        if parent == me and b"vidpipe.encode.child" in command:
+            pids.append(int(pid))
+    return cpu_seconds(pids)
 
 
 def run_streams_bench(
@@ -234,9 +295,15 @@ def run_streams_bench(
     per_process: int = 8,
     work_dir: str | os.PathLike | None = None,
     repeat: int = 1,
+    annotate: Mapping[str, str] | None = None,
 ) -> StreamsBenchResult:
     """Measure each stream count in ``streams`` (ascending), ``repeat`` times each (a new run
-    every time: drops and tails vary from run to run), and return the report rows."""
+    every time: drops and tails vary from run to run), and return the report rows.
+    ``annotate``: also draw and encode every stream (libx264 with these options over vidpipe's
+    defaults, e.g. ``{"preset": "ultrafast"}``; ``{}`` for the defaults) to a video per stream in
+    a temporary folder (removed after each run)."""
+    import tempfile
+
     from vidpipe.api import build_detector
     from vidpipe.bench.publishers import PublisherProcesses
     from vidpipe.bench.realclip import build_real_clip
@@ -262,10 +329,12 @@ def run_streams_bench(
                     bs = batch_size or max(1, min(n, PipelineConfig().batch_size))  # what vidpipe.detect uses
                     for k in range(1, repeat + 1):
                         logger.info("bench streams: %d streams, batch %d, run %d of %d", n, bs, k, repeat)
-                        row = _measure(urls[:n], detector=detector, fps=fps, seconds=seconds, warmup=warmup,
-                                       batch_size=bs, batch_timeout=batch_timeout, decoder=decoder,
-                                       live_processes=live_processes, decode_latency=decode_latency,
-                                       queue_frames=queue_frames, publishers=pubs)
+                        with tempfile.TemporaryDirectory(prefix="annotated-", dir=folder) as out_dir:
+                            row = _measure(urls[:n], detector=detector, fps=fps, seconds=seconds, warmup=warmup,
+                                           batch_size=bs, batch_timeout=batch_timeout, decoder=decoder,
+                                           live_processes=live_processes, decode_latency=decode_latency,
+                                           queue_frames=queue_frames, publishers=pubs, annotate=annotate,
+                                           out_dir=out_dir)
                         row["batch_size"], row["run"] = bs, k
                         rows.append(row)
                         logger.info("bench streams: %s", row)
@@ -286,22 +355,29 @@ def run_streams_bench(
         machine["gpu"] = torch.cuda.get_device_name(detector.device)
     for r in rows:
         r["input"] = f"{r['streams']} streams" + (f", run {r['run']}" if repeat > 1 else "")
-        r["peer"] = "vidpipe"
+        r["peer"] = "vidpipe" if annotate is None else "vidpipe+annotate"
         r["fps"] = r.get("fps_total")
     return StreamsBenchResult(
         rows=rows, inputs=inputs, machine=machine,
         targets={"most streams in real time" + (f" (in all {repeat} runs)" if repeat > 1 else ""): max(held) if held else 0,
-                 "target": ">= 64 streams, p99 <= 100 ms, no drops"},
-        title="Live streams: capture-to-result latency and rate per stream count",
+                 "target": (">= 64 streams, p99 <= 100 ms, no drops" if annotate is None else
+                            ">= 16 streams annotated (1080p30, CPU encoding), no drops")},
+        title="Live streams: capture-to-result latency and rate per stream count"
+              + ("" if annotate is None else ", each stream drawn and encoded (libx264: "
+                 + (", ".join(f"{k}={v}" for k, v in annotate.items()) or "vidpipe's defaults") + ")"),
         columns=["streams", *(["run"] if repeat > 1 else []), "realtime", "fps_total", "fps_min", "fps_median", "p50_ms", "p99_ms", "max_ms",
-                 "drops", "drop_causes", "drops_before", "publisher_late_33ms", "publisher_late_100ms", "reconnects", "cpu_cores", "machine_cores", "gpu_util", "nvdec_util", "batch_size", "decoder", "live_processes"],
+                 "drops", "drop_causes", "drops_before", "publisher_late_33ms", "publisher_late_100ms", "reconnects", "cpu_cores", "machine_cores", "gpu_util", "nvdec_util", "batch_size", "decoder", "live_processes",
+                 *(["encoded_frames", "encode_ms", "encoder_waits", "encoder_errors"] if annotate is not None else [])],
         headers={"fps_total": "results/s", "fps_min": "min fps/stream", "fps_median": "median fps/stream",
                  "p50_ms": "p50 ms", "p99_ms": "p99 ms", "max_ms": "max ms", "cpu_cores": "CPU cores", "machine_cores": "machine cores",
                  "live_processes": "decoder procs", "drop_causes": "drops by cause",
                  "drops_before": "drops before the window",
                  "publisher_late_33ms": "packets published > 33 ms late", "publisher_late_100ms": "> 100 ms late",
-                 "gpu_util": "GPU %", "nvdec_util": "NVDEC %", "realtime": "real time"},
+                 "gpu_util": "GPU %", "nvdec_util": "NVDEC %", "realtime": "real time",
+                 "encoded_frames": "frames encoded (whole run)", "encode_ms": "encode ms/frame",
+                 "encoder_waits": "waits for an encoder", "encoder_errors": "videos failed"},
         formats={"fps_min": ".1f", "fps_median": ".1f", "p50_ms": ".1f", "p99_ms": ".1f", "max_ms": ".1f",
-                 "cpu_cores": ".2f", "machine_cores": ".2f", "gpu_util": ".0f", "nvdec_util": ".0f"},
+                 "cpu_cores": ".2f", "machine_cores": ".2f", "gpu_util": ".0f", "nvdec_util": ".0f",
+                 "encode_ms": ".1f"},
         name="bench_streams",
     )

@@ -104,6 +104,12 @@ def add_parser(sub, common) -> None:
     s.add_argument("--nginx-root", default=None, metavar="DIR",
                    help="nginx + libnginx-mod-rtmp unpacked with dpkg -x (default: the system's)")
     s.add_argument("--per-process", type=_positive_int, default=8, help="streams per publisher process")
+    s.add_argument("--annotate", action="store_true",
+                   help="also draw every stream's frames and encode them to a video per stream (libx264 in a "
+                        "process per stream, as detect --annotate DIR/), in a temporary folder")
+    s.add_argument("--annotate-option", action="append", default=[], metavar="KEY=VALUE", type=_encoder_option,
+                   help="a libx264 option of --annotate over vidpipe's defaults (preset=veryfast, crf=23), "
+                        "e.g. preset=ultrafast or threads=2; repeat for several")
     s.add_argument("--out", default="bench-out", help="folder for the report (default: %(default)s)")
     s.add_argument("--cache-dir", metavar="DIR", default=None, help=CACHE_HELP)
     s.set_defaults(func=run_streams)
@@ -174,6 +180,13 @@ def run_images(args: argparse.Namespace) -> int:
     return _show(result, args, "bench_images")
 
 
+def _encoder_option(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip() or not value.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, e.g. preset=ultrafast, got {text!r}")
+    return key.strip(), value.strip()
+
+
 def _stream_counts(text: str) -> list[int]:
     try:
         counts = [int(t) for t in text.split(",") if t.strip()]
@@ -194,6 +207,8 @@ def _size(text: str) -> tuple[int, int]:
 def run_streams(args: argparse.Namespace) -> int:
     from vidpipe.bench.streams import run_streams_bench
 
+    if args.annotate_option and not args.annotate:
+        raise SystemExit("vidpipe bench streams: error: --annotate-option needs --annotate")
     result = run_streams_bench(
         streams=_stream_counts(args.streams),
         seconds=args.seconds,
@@ -212,5 +227,6 @@ def run_streams(args: argparse.Namespace) -> int:
         per_process=args.per_process,
         work_dir=args.cache_dir,
         repeat=args.repeat,
+        annotate=dict(args.annotate_option) if args.annotate else None,
     )
     return _show(result, args, "bench_streams")
