@@ -16,7 +16,7 @@ from _clips import decoded, psnr
 from ffmpeg_cli import count_frames, require
 from media import make_video
 from vidpipe.cli._annotate_args import AnnotateTargets
-from vidpipe.errors import SinkError
+from vidpipe.errors import ConfigError, SinkError
 from vidpipe.stages.annotate import AnnotateStage
 from vidpipe.types import Detections, FrameMeta, FrameResult
 
@@ -107,3 +107,40 @@ def test_two_streams_two_files(tmp_path):
     assert count_frames(tmp_path / "b.annotated.mp4") == 6
     frames = decoded(tmp_path / "b.annotated.mp4")
     assert frames[0][0].shape == (48, 64, 3) and np.abs(frames[0][0].astype(int) - 30).max() <= 2
+
+
+def x264_threads(path) -> int:
+    """The frame threads libx264 used, from the settings it writes into the stream (its SEI)."""
+    import re
+
+    found = re.findall(rb" threads=(\d+) ", Path(path).read_bytes())
+    assert found, f"no x264 settings in {path}"
+    return int(found[0])
+
+
+@pytest.mark.parametrize("encoder", ["thread", "process"])
+def test_libx264_encoders_share_the_cpus_among_the_streams(tmp_path, monkeypatch, encoder):
+    """Each stream's libx264 gets ``cpus // streams`` threads (the streams told, or counted as they
+    open, a batch's new streams together), as the encoder itself reports; the caller's ``threads``
+    wins. (640x384: smaller frames make x264 lower the count itself.)"""
+    import vidpipe.stages.annotate as annotate
+
+    monkeypatch.setattr(annotate, "usable_cpus", lambda: 8)
+
+    def run(folder: str, **kw) -> dict:
+        (tmp_path / folder).mkdir()
+        stage = AnnotateStage(lambda m: str(tmp_path / folder / f"{m.stream_id}.mp4"), render=lambda r: r.image,
+                              fps=lambda s: 10.0, encoder=encoder, **kw)
+        stage.process_batch([[result(meta(i, sid=s, h=384, w=640)) for i in range(3)] for s in (0, 1)])
+        stage.close()
+        return {sid: rep["encoder_threads"] for sid, rep in stage.report()["streams"].items()}
+
+    assert run("counted") == {"0": "4", "1": "4"}  # two streams opened in one batch: 8 // 2
+    assert [x264_threads(tmp_path / "counted" / f"{s}.mp4") for s in (0, 1)] == [4, 4]
+    assert run("told", streams=4) == {"0": "2", "1": "2"}
+    assert x264_threads(tmp_path / "told" / "0.mp4") == 2
+    assert run("given", options={"threads": "3"}) == {"0": "3", "1": "3"}
+    assert x264_threads(tmp_path / "given" / "1.mp4") == 3
+    assert run("many", streams=64) == {"0": "1", "1": "1"}  # never fewer than one
+    with pytest.raises(ConfigError, match="streams=0"):
+        AnnotateStage(lambda m: "x.mp4", render=lambda r: r.image, streams=0)

@@ -101,3 +101,19 @@ def test_cuda_frames_reuse_the_pinned_buffers_and_come_back_intact(clip, tmp_pat
     assert len(got) == len(frames)
     worst = min(psnr(a, b) for (a, _), (b, _) in zip(frames, got))
     assert worst >= 35, f"PSNR {worst:.1f} dB"
+
+
+def test_the_encoder_process_runs_at_the_niceness_asked(tmp_path):
+    """``nice``: the child lowers its own priority (read back from /proc), so its encoding yields
+    the CPU to decoding and detection; out-of-range values are refused."""
+    with pytest.raises(ConfigError, match="nice=20"):
+        ProcessVideoWriter(tmp_path / "x.mp4", width=64, height=64, fps=30, nice=20)
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    w = ProcessVideoWriter(tmp_path / "out.mp4", width=64, height=64, fps=30, nice=7)
+    try:
+        w.wait_ready()  # the child lowers its priority before it opens the target
+        assert os.getpriority(os.PRIO_PROCESS, w._proc.pid) == min(19, mine + 7)
+        w.write(torch.zeros(3, 64, 64, dtype=torch.uint8), pts=0.0)
+    finally:
+        w.close()
+    assert int(ffprobe(tmp_path / "out.mp4", "stream=nb_read_frames", count=True)["streams"][0]["nb_read_frames"]) == 1

@@ -135,7 +135,7 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
     queue = {} if queue_frames is None else {"queue_frames": queue_frames}
     live = LiveOptions(batch_timeout=batch_timeout, processes=live_processes, decode_latency=decode_latency,  # type: ignore[arg-type]
                        **queue)  # fmt: skip
-    stages = _annotate_stages(annotate, out_dir) if annotate is not None else ()
+    stages = _annotate_stages(annotate, out_dir, n) if annotate is not None else ()
     run = vidpipe.detect(list(urls), model=detector, batch_size=batch_size, live=live, decoder=decoder, stages=stages)
     # the loop below waits for results: a run that delivers none is closed from here instead
     watchdog = threading.Timer(warmup + 60 + seconds + 30, run.close)
@@ -187,7 +187,10 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
         run.close()
     if window_start is None or before is None:
         return {"streams": n, "note": "failed: the run ended before the measurement window"}
-    encoders = _encoder_columns(run.summary().stages.get("annotate")) if annotate is not None else {}
+    encoders = {}
+    if annotate is not None:
+        encoders = _encoder_columns(run.summary().stages.get("annotate"))
+        encoders["annotate_ms"] = (run.get_stats().get("stages_ms_per_frame") or {}).get("annotate")
     wall = (measured_end or time.monotonic()) - window_start  # not the run's close
     per_stream = [c / wall for c in counts]
     drops = sum(a["drops"] - b["drops"] for a, b in zip(after["streams"], before["streams"]))
@@ -224,9 +227,10 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
     }
 
 
-def _annotate_stages(options: Mapping[str, str], out_dir: str | os.PathLike | None) -> list:
+def _annotate_stages(options: Mapping[str, str], out_dir: str | os.PathLike | None, streams: int) -> list:
     """The annotate stage of ``--annotate``: one libx264 video per stream under ``out_dir``, each
-    encoded in a child process (``vidpipe detect --annotate DIR/`` on CUDA)."""
+    encoded in a child process on CUDA, the CPU shared among ``streams`` encoders (as ``vidpipe
+    detect URL... --annotate DIR/`` does)."""
     from vidpipe.draw import Annotator
     from vidpipe.stages.annotate import AnnotateStage
 
@@ -234,7 +238,7 @@ def _annotate_stages(options: Mapping[str, str], out_dir: str | os.PathLike | No
         raise ValueError("annotate needs out_dir")
     folder = Path(out_dir)
     return [AnnotateStage(lambda meta: str(folder / f"cam{meta.stream_id}.mp4"), render=Annotator(),
-                          options=dict(options) or None, audio=False, release_frames=True)]
+                          options=dict(options) or None, audio=False, release_frames=True, streams=streams)]
 
 
 def _encoder_columns(report: dict | None) -> dict:
@@ -245,6 +249,7 @@ def _encoder_columns(report: dict | None) -> dict:
     return {
         "encoded_frames": sum(s.get("frames") or 0 for s in streams),
         "encode_ms": statistics.mean(encode) if encode else None,
+        "encoder_threads": ",".join(sorted({str(s.get("encoder_threads") or "-") for s in streams}, key=str)) or None,
         "encoder_waits": sum(s.get("blocked_writes") or 0 for s in streams),
         "encoder_errors": sum(1 for s in streams if s.get("error")) or None,
     }
@@ -367,17 +372,20 @@ def run_streams_bench(
                  + (", ".join(f"{k}={v}" for k, v in annotate.items()) or "vidpipe's defaults") + ")"),
         columns=["streams", *(["run"] if repeat > 1 else []), "realtime", "fps_total", "fps_min", "fps_median", "p50_ms", "p99_ms", "max_ms",
                  "drops", "drop_causes", "drops_before", "publisher_late_33ms", "publisher_late_100ms", "reconnects", "cpu_cores", "machine_cores", "gpu_util", "nvdec_util", "batch_size", "decoder", "live_processes",
-                 *(["encoded_frames", "encode_ms", "encoder_waits", "encoder_errors"] if annotate is not None else [])],
+                 *(["annotate_ms", "encoded_frames", "encode_ms", "encoder_threads", "encoder_waits", "encoder_errors"]
+                   if annotate is not None else [])],
         headers={"fps_total": "results/s", "fps_min": "min fps/stream", "fps_median": "median fps/stream",
                  "p50_ms": "p50 ms", "p99_ms": "p99 ms", "max_ms": "max ms", "cpu_cores": "CPU cores", "machine_cores": "machine cores",
                  "live_processes": "decoder procs", "drop_causes": "drops by cause",
                  "drops_before": "drops before the window",
                  "publisher_late_33ms": "packets published > 33 ms late", "publisher_late_100ms": "> 100 ms late",
                  "gpu_util": "GPU %", "nvdec_util": "NVDEC %", "realtime": "real time",
+                 "annotate_ms": "draw + hand-off ms/frame (run's thread)",
                  "encoded_frames": "frames encoded (whole run)", "encode_ms": "encode ms/frame",
+                 "encoder_threads": "x264 threads",
                  "encoder_waits": "waits for an encoder", "encoder_errors": "videos failed"},
         formats={"fps_min": ".1f", "fps_median": ".1f", "p50_ms": ".1f", "p99_ms": ".1f", "max_ms": ".1f",
                  "cpu_cores": ".2f", "machine_cores": ".2f", "gpu_util": ".0f", "nvdec_util": ".0f",
-                 "encode_ms": ".1f"},
+                 "encode_ms": ".1f", "annotate_ms": ".2f"},
         name="bench_streams",
     )

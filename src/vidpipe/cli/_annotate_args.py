@@ -94,7 +94,7 @@ def annotate_stages(args: argparse.Namespace, inputs: "list[str]") -> "list[Stag
 
     return [AnnotateStage(AnnotateTargets(target, mode, inputs), render=annotator(args), codec=args.annotate_codec,
                           options={"preset": args.annotate_preset} if args.annotate_preset else None,
-                          release_frames=True)]
+                          release_frames=True, streams=len(inputs))]
 
 
 def _check_target(parser: argparse.ArgumentParser, path: str, inputs: "list[str]", codec: str) -> tuple[str, str]:

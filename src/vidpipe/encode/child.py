@@ -1,7 +1,7 @@
 """The encoder process of :class:`~vidpipe.encode.process.ProcessVideoWriter`:
 ``python -m vidpipe.encode.child SPEC_JSON``.
 
-It opens a :class:`~vidpipe.encode.VideoWriter` (PyAV, its own thread) on the target in
+It lowers its priority by ``nice`` of the spec first, then opens a :class:`~vidpipe.encode.VideoWriter` (PyAV, its own thread) on the target in
 ``SPEC_JSON`` and feeds it the frames that arrive on stdin, so that encoding and muxing (and the
 GIL hand-overs of every FFmpeg call) happen outside the process that runs the model. (Encoding
 on the reading thread instead, with a pipe widened to a whole frame, measured slower on an H100:
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 import sys
 import threading
@@ -95,6 +96,11 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     spec = json.loads(argv[0])
+    if spec.get("nice"):
+        try:
+            os.nice(int(spec["nice"]))  # before the codec's threads start: they inherit it
+        except OSError:  # not allowed here: encode at the parent's priority
+            pass
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     try:
         writer = VideoWriter(spec["target"], width=spec["width"], height=spec["height"], fps=spec["fps"],

@@ -57,6 +57,11 @@ class ProcessVideoWriter:
     target that cannot be opened is found by :meth:`wait_ready` (or the first ``write`` or
     ``close``) instead of the constructor. Starting several writers and then waiting for them
     opens them side by side.
+
+    ``nice``: the child lowers its own scheduling priority by this much (Unix niceness, 0-19), so
+    that when the CPU is short its encoding waits rather than the process that decodes and
+    detects (whose live frames would then be dropped or late); with CPU to spare it changes
+    nothing. Where lowering is not allowed, the child encodes at this process's priority.
     """
 
     def __init__(
@@ -71,7 +76,10 @@ class ProcessVideoWriter:
         options: "Mapping[str, str] | None" = None,
         queue_frames: int = 8,
         timeout_s: float = 10.0,
+        nice: int = 0,
     ) -> None:
+        if isinstance(nice, bool) or not isinstance(nice, int) or not 0 <= nice <= 19:
+            raise ConfigError(f"nice={nice!r}: expected a whole number from 0 to 19")
         self.width, self.height, self.fps, self.queue_frames = check_writer_args(
             width=width, height=height, fps=fps, codec=codec, queue_frames=queue_frames, timeout_s=timeout_s)
         if options is not None and any(not isinstance(k, str) or not isinstance(v, str) for k, v in options.items()):
@@ -86,6 +94,7 @@ class ProcessVideoWriter:
             "target": os.fspath(target), "width": self.width, "height": self.height, "fps": str(Fraction(self.fps)),
             "codec": codec, "audio_from": None if audio_from is None else os.fspath(audio_from),
             "options": dict(options) if options else None, "queue_frames": self.queue_frames, "timeout_s": timeout_s,
+            "nice": nice,
         }  # fmt: skip
         env = python_env()
         # the target (it may hold a password) goes in the child's arguments, which only this user can read
