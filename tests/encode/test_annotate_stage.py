@@ -144,3 +144,30 @@ def test_libx264_encoders_share_the_cpus_among_the_streams(tmp_path, monkeypatch
     assert run("many", streams=64) == {"0": "1", "1": "1"}  # never fewer than one
     with pytest.raises(ConfigError, match="streams=0"):
         AnnotateStage(lambda m: "x.mp4", render=lambda r: r.image, streams=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("encoder", ["thread", "process"])
+def test_cuda_frames_of_several_streams_are_converted_together_and_come_back_intact(clip, tmp_path, encoder):
+    """A batch of CUDA frames from three streams (one conversion to YUV for all, one of another
+    size alone): each stream's video, read back with PyAV, is its frames."""
+    frames = [rgb for rgb, _ in decoded(clip.path)]  # 160x96
+    small = [np.ascontiguousarray(rgb[:64, :96]) for rgb in frames]
+    stage = AnnotateStage(lambda m: str(tmp_path / f"{m.stream_id}.mp4"), render=lambda r: r.image,
+                          fps=lambda s: 12.0, options={"crf": "16"}, encoder=encoder)
+
+    def res(sid: int, i: int, rgb: np.ndarray) -> FrameResult:
+        m = FrameMeta(source="cam", stream_id=sid, index=i, pts=i / 12, height=rgb.shape[0], width=rgb.shape[1])
+        return FrameResult(meta=m, detections=Detections.empty(),
+                           image=torch.from_numpy(rgb).permute(2, 0, 1).contiguous().cuda())
+
+    for start in range(0, len(frames), 4):
+        idx = range(start, min(start + 4, len(frames)))
+        stage.process_batch([[res(0, i, frames[i]) for i in idx], [res(1, i, frames[::-1][i]) for i in idx],
+                             [res(2, i, small[i]) for i in idx]])
+    stage.close()
+    for sid, want in ((0, frames), (1, frames[::-1]), (2, small)):
+        got = decoded(tmp_path / f"{sid}.mp4")
+        assert len(got) == len(want) == stage.report()["streams"][str(sid)]["frames"]
+        worst = min(psnr(a, b) for a, (b, _) in zip(want, got))
+        assert worst >= 35, f"stream {sid}: PSNR {worst:.1f} dB"

@@ -103,6 +103,30 @@ def test_cuda_frames_reuse_the_pinned_buffers_and_come_back_intact(clip, tmp_pat
     assert worst >= 35, f"PSNR {worst:.1f} dB"
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("writer", ["thread", "process"])
+def test_frames_already_in_yuv420_come_back_intact(clip, tmp_path, writer, device):
+    """``write_yuv420``: the frames of one batched conversion (``(N, 3, H, W)``), each written as a
+    tensor view, read back with PyAV; a wrong shape is a ValueError."""
+    from vidpipe.encode import VideoWriter, rgb_to_yuv420
+
+    cls = ProcessVideoWriter if writer == "process" else VideoWriter
+    frames = decoded(clip.path)
+    planes = rgb_to_yuv420(torch.stack([_chw(rgb, device) for rgb, _ in frames]), matrix="bt601")
+    out = tmp_path / "out.mp4"
+    with cls(out, width=320, height=240, fps=25, queue_frames=2, options={"crf": "18"}) as w:
+        assert w.matrix == "bt601"
+        with pytest.raises(ValueError, match=r"write_yuv420\(\) takes a \(360, 320\) uint8"):
+            w.write_yuv420(planes[0, :-2], pts=0.0)
+        for k, p in enumerate(planes.unbind(0)):
+            w.write_yuv420(p, pts=k / 25)
+        planes.zero_()  # the writer copied them (CPU) or queued the copy first (CUDA, same stream)
+    got = decoded(out)
+    assert len(got) == len(frames)
+    worst = min(psnr(a, b) for (a, _), (b, _) in zip(frames, got))
+    assert worst >= 35, f"PSNR {worst:.1f} dB"
+
+
 def test_the_encoder_process_runs_at_the_niceness_asked(tmp_path):
     """``nice``: the child lowers its own priority (read back from /proc), so its encoding yields
     the CPU to decoding and detection; out-of-range values are refused."""

@@ -46,6 +46,23 @@ def test_matches_swscale(device, which):
     assert diff.mean() < 0.05
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_a_batch_is_each_frame_against_swscale(device):
+    """``(N, 3, H, W)`` in one pass: each frame within swscale's tolerance, the same bytes as that
+    frame converted alone, and ``out=`` filled in place."""
+    rng = np.random.default_rng(3)
+    rgb = rng.integers(0, 256, (3, 50, 66, 3), dtype=np.uint8)
+    rgb[1] = np.linspace(0, 255, 66).astype(np.uint8)[None, :, None]  # a ramp between two noise frames
+    batch = torch.from_numpy(rgb).permute(0, 3, 1, 2).to(device)
+    out = torch.full((3, 75, 66), 7, dtype=torch.uint8, device=device)
+    got = rgb_to_yuv420(batch, out=out)
+    assert got is out and got.shape == (3, 75, 66)
+    for i in range(3):
+        assert torch.equal(got[i], rgb_to_yuv420(batch[i]))
+        diff = np.abs(got[i].cpu().numpy().astype(int) - swscale(rgb[i], "bt601").astype(int))
+        assert diff.max() <= (1 if device == "cpu" else 2)
+
+
 @pytest.mark.gpu
 def test_cuda_equals_cpu_on_a_rendered_clip(tmp_path):
     clip = make_video(tmp_path / "c.mp4", width=160, height=96, frames=3)
@@ -60,5 +77,7 @@ def test_cuda_equals_cpu_on_a_rendered_clip(tmp_path):
 def test_rejects_bad_input():
     with pytest.raises(ValueError, match="even"):
         rgb_to_yuv420(torch.zeros((3, 5, 4), dtype=torch.uint8))
-    with pytest.raises(ValueError, match=r"\(3, H, W\) uint8"):
+    with pytest.raises(ValueError, match=r"\(3, H, W\) or \(N, 3, H, W\) uint8"):
         rgb_to_yuv420(torch.zeros((4, 4, 3), dtype=torch.uint8))
+    with pytest.raises(ValueError, match="uint8 RGB"):
+        rgb_to_yuv420(torch.zeros((1, 2, 3, 4, 4), dtype=torch.uint8))

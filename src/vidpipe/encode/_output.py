@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["TIME_BASE", "check_fps", "positive_int", "open_container", "add_video_stream", "start_encoding",
-           "connect_error", "why", "pad_even"]
+           "connect_error", "why", "pad_even", "checked_frame", "checked_planes"]
 
 TIME_BASE = Fraction(1, 90000)
 _GOP_SECONDS = 2.0
@@ -173,6 +173,24 @@ def checked_frame(name: str, image: Any, pts: Any, *, height: int, width: int, p
     if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8 or tuple(image.shape) != (3, height, width):
         raise ValueError(f"{name}: write() takes a (3, {height}, {width}) uint8 RGB tensor, got "
                          f"{type(image).__name__} {tuple(getattr(image, 'shape', ()))} {getattr(image, 'dtype', '')}")
+    _check_pts(name, pts)
+    return pad_even(image) if padded != (height, width) else image
+
+
+def checked_planes(name: str, planes: Any, pts: Any, *, height: int, width: int):
+    """``planes`` checked as a ``(height * 3 // 2, width)`` uint8 tensor of YUV 4:2:0 (``height``
+    and ``width`` the encoded, even size) and ``pts`` as seconds or ``None`` (``ValueError``
+    otherwise)."""
+    import torch
+
+    if (not isinstance(planes, torch.Tensor) or planes.dtype != torch.uint8
+            or tuple(planes.shape) != (height * 3 // 2, width)):
+        raise ValueError(f"{name}: write_yuv420() takes a ({height * 3 // 2}, {width}) uint8 tensor, got "
+                         f"{type(planes).__name__} {tuple(getattr(planes, 'shape', ()))} {getattr(planes, 'dtype', '')}")
+    _check_pts(name, pts)
+    return planes
+
+
+def _check_pts(name: str, pts: Any) -> None:
     if pts is not None and not (isinstance(pts, (int, float)) and math.isfinite(pts)):
         raise ValueError(f"{name}: pts={pts!r}: expected seconds (a finite number) or None")
-    return pad_even(image) if padded != (height, width) else image

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from vidpipe.encode.child import END, FRAME, HEADER
 from vidpipe.encode.targets import parse_target
 from vidpipe.encode._handoff import STOP, Handoff
-from vidpipe.encode._output import check_writer_args, checked_frame
+from vidpipe.encode._output import check_writer_args, checked_frame, checked_planes
 from vidpipe.encode.yuv import matrix_for_height, rgb_to_yuv420
 from vidpipe.errors import ConfigError, SinkError
 from vidpipe.lifetime.keeper import Keeper, python_env
@@ -147,8 +147,25 @@ class ProcessVideoWriter:
         self._raise_failure()
         image = checked_frame(self.name, image, pts, height=self.height, width=self.width,
                               padded=(self.enc_height, self.enc_width))
-        yuv = rgb_to_yuv420(image, matrix=self.matrix)
-        item = self._handoff.to_host(yuv) if yuv.is_cuda else (None, yuv.contiguous(), None)
+        self._put(rgb_to_yuv420(image, matrix=self.matrix), pts)
+
+    def write_yuv420(self, planes: "torch.Tensor", *, pts: float | None = None) -> None:
+        """Queue one frame already in YUV 4:2:0 (:func:`~vidpipe.encode.yuv.rgb_to_yuv420` with
+        :attr:`matrix`, e.g. a whole batch's frames converted in one call): ``planes`` a
+        ``(enc_height * 3 // 2, enc_width)`` uint8 tensor on any device, not modified until
+        it has been copied (on its CUDA stream's order, as :meth:`write`'s frames).
+
+        Raises:
+            ValueError: ``planes`` has another shape or type.
+            SinkError: the encoder failed or is closed.
+        """
+        if self._closed:
+            raise SinkError(f"{self.name}: write() after close()")
+        self._raise_failure()
+        self._put(checked_planes(self.name, planes, pts, height=self.enc_height, width=self.enc_width), pts)
+
+    def _put(self, yuv: "torch.Tensor", pts: float | None) -> None:
+        item = self._handoff.to_host(yuv) if yuv.is_cuda else (None, yuv.contiguous().clone(), None)
         self._handoff.put((item, math.nan if pts is None else float(pts)))
         self.frames_in += 1
 

@@ -38,8 +38,8 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from vidpipe.encode._handoff import STOP, Handoff
-from vidpipe.encode._output import (TIME_BASE, add_video_stream, check_writer_args, checked_frame, connect_error,
-                                    open_container, start_encoding, why)
+from vidpipe.encode._output import (TIME_BASE, add_video_stream, check_writer_args, checked_frame, checked_planes,
+                                    connect_error, open_container, start_encoding, why)
 from vidpipe.encode.targets import Target, parse_target
 from vidpipe.encode.yuv import AV_COLORSPACE, AV_RANGE_LIMITED, matrix_for_height, rgb_to_yuv420
 from vidpipe.errors import ConfigError, SinkError
@@ -171,14 +171,27 @@ class VideoWriter:
         self.frames_in += 1
 
     def write_yuv420(self, planes: Any, *, pts: float | None = None) -> None:
-        """Queue one frame already in YUV 4:2:0: ``planes`` a C-contiguous ``(enc_height * 3 // 2,
-        enc_width)`` uint8 numpy array (Y, then U, then V; limited range, :attr:`matrix`), which
-        the writer owns from now on. The entry of the encoder process (:mod:`vidpipe.encode.child`).
+        """Queue one frame already in YUV 4:2:0 (Y, then U, then V; limited range, :attr:`matrix`):
+        ``planes`` a ``(enc_height * 3 // 2, enc_width)`` uint8 tensor on any device (e.g. one
+        frame of :func:`~vidpipe.encode.yuv.rgb_to_yuv420` run on a whole batch; not modified until
+        copied, as :meth:`write`'s frames), or a C-contiguous numpy array of that shape, which the
+        writer owns from now on (the entry of the encoder process, :mod:`vidpipe.encode.child`).
+
+        Raises:
+            ValueError: a tensor of another shape or type.
+            SinkError: the writer failed or is closed.
         """
         if self._closed:
             raise SinkError(f"{self.name}: write() after close()")
         self._raise_failure()
-        self._handoff.put(((None, planes, None), None if pts is None else float(pts)))
+        import numpy as np
+
+        if isinstance(planes, np.ndarray):
+            item = (None, planes, None)
+        else:
+            planes = checked_planes(self.name, planes, pts, height=self.enc_height, width=self.enc_width)
+            item = self._handoff.to_host(planes) if planes.is_cuda else (None, planes.numpy().copy(), None)
+        self._handoff.put((item, None if pts is None else float(pts)))
         self.frames_in += 1
 
     @property

@@ -53,45 +53,51 @@ def _weights(matrix: Matrix) -> tuple[tuple[float, float, float], ...]:
 
 
 def rgb_to_yuv420(image: "torch.Tensor", *, matrix: Matrix | None = None, out: "torch.Tensor | None" = None) -> "torch.Tensor":
-    """Convert one RGB frame to planar YUV 4:2:0, limited range, on ``image``'s device.
+    """Convert RGB frames to planar YUV 4:2:0, limited range, on ``image``'s device.
 
     Args:
-        image: ``(3, H, W)`` uint8 RGB, any device; ``H`` and ``W`` even.
+        image: ``(3, H, W)`` uint8 RGB, or a batch ``(N, 3, H, W)`` converted in one pass (the
+            same kernels for every frame: what a batch of streams costs the caller's thread is
+            one frame's kernel launches), any device; ``H`` and ``W`` even.
         matrix: ``"bt601"`` or ``"bt709"``; ``None``: :func:`matrix_for_height`.
-        out: optional ``(H * 3 // 2, W)`` uint8 tensor on the same device to write into.
+        out: optional ``(H * 3 // 2, W)`` (``(N, H * 3 // 2, W)``) uint8 contiguous tensor on the
+            same device to write into.
 
     Returns:
-        ``(H * 3 // 2, W)`` uint8 on ``image``'s device: ``H`` rows of Y, then the U plane
-        (``H/2 x W/2``) and the V plane, each stored row after row: the memory layout of one
-        ``yuv420p`` frame (what ``av.VideoFrame.from_ndarray(..., format="yuv420p")`` takes).
+        ``(H * 3 // 2, W)`` (``(N, H * 3 // 2, W)``) uint8 on ``image``'s device: ``H`` rows of Y,
+        then the U plane (``H/2 x W/2``) and the V plane, each stored row after row: the memory
+        layout of one ``yuv420p`` frame (what ``av.VideoFrame.from_ndarray(..., format="yuv420p")``
+        takes).
 
     Raises:
-        ValueError: not a ``(3, H, W)`` uint8 tensor, or an odd size.
+        ValueError: not a ``(3, H, W)`` / ``(N, 3, H, W)`` uint8 tensor, or an odd size.
     """
     import torch
 
-    if not isinstance(image, torch.Tensor) or image.dim() != 3 or image.shape[0] != 3 or image.dtype != torch.uint8:
-        raise ValueError(f"image must be a (3, H, W) uint8 RGB tensor, got {_describe(image)}")
-    _, h, w = image.shape
+    if (not isinstance(image, torch.Tensor) or image.dim() not in (3, 4) or image.shape[-3] != 3
+            or image.dtype != torch.uint8):
+        raise ValueError(f"image must be a (3, H, W) or (N, 3, H, W) uint8 RGB tensor, got {_describe(image)}")
+    h, w = image.shape[-2:]
     if h % 2 or w % 2 or h == 0 or w == 0:
         raise ValueError(f"image size {w}x{h} must be even (4:2:0 halves both)")
+    lead = tuple(image.shape[:-3])  # () or (N,)
     matrix = matrix or matrix_for_height(h)
     wy, wu, wv = _weights(matrix)
     if out is None:
-        out = torch.empty((h * 3 // 2, w), dtype=torch.uint8, device=image.device)
+        out = torch.empty((*lead, h * 3 // 2, w), dtype=torch.uint8, device=image.device)
     x = image.to(torch.float32)
-    r, g, b = x[0], x[1], x[2]
-    out[:h] = (r * wy[0] + g * wy[1] + b * wy[2] + 16.5).clamp_(0, 255).to(torch.uint8)  # +0.5: round
+    r, g, b = x[..., 0, :, :], x[..., 1, :, :], x[..., 2, :, :]
+    out[..., :h, :] = (r * wy[0] + g * wy[1] + b * wy[2] + 16.5).clamp_(0, 255).to(torch.uint8)  # +0.5: round
     # chroma: pairs of columns averaged, then rows filtered 1/8 3/8 3/8 1/8 (edges repeated)
-    pair = (x[:, :, 0::2] + x[:, :, 1::2]) * 0.5  # (3, H, W/2)
-    up = torch.cat((pair[:, :1], pair[:, 1::2][:, :-1]), dim=1)  # rows 2j-1 (row 0 repeated at the top)
-    down = torch.cat((pair[:, 2::2], pair[:, -1:]), dim=1)  # rows 2j+2 (the last row repeated at the bottom)
-    c = (pair[:, 0::2] + pair[:, 1::2]) * 0.375 + (up + down) * 0.125  # (3, H/2, W/2)
-    cr, cg, cb = c[0], c[1], c[2]
+    pair = (x[..., 0::2] + x[..., 1::2]) * 0.5  # (..., 3, H, W/2)
+    up = torch.cat((pair[..., :1, :], pair[..., 1::2, :][..., :-1, :]), dim=-2)  # rows 2j-1 (row 0 repeated)
+    down = torch.cat((pair[..., 2::2, :], pair[..., -1:, :]), dim=-2)  # rows 2j+2 (the last row repeated)
+    c = (pair[..., 0::2, :] + pair[..., 1::2, :]) * 0.375 + (up + down) * 0.125  # (..., 3, H/2, W/2)
+    cr, cg, cb = c[..., 0, :, :], c[..., 1, :, :], c[..., 2, :, :]
     quarter = (h // 2) * (w // 2)
-    flat = out.view(-1)[h * w:]
-    flat[:quarter].view(h // 2, w // 2).copy_((cr * wu[0] + cg * wu[1] + cb * wu[2] + 128.5).clamp_(0, 255))
-    flat[quarter:].view(h // 2, w // 2).copy_((cr * wv[0] + cg * wv[1] + cb * wv[2] + 128.5).clamp_(0, 255))
+    flat = out.view(*lead, -1)[..., h * w:]
+    flat[..., :quarter].view(*lead, h // 2, w // 2).copy_((cr * wu[0] + cg * wu[1] + cb * wu[2] + 128.5).clamp_(0, 255))
+    flat[..., quarter:].view(*lead, h // 2, w // 2).copy_((cr * wv[0] + cg * wv[1] + cb * wv[2] + 128.5).clamp_(0, 255))
     return out
 
 

@@ -179,10 +179,14 @@ class AnnotateStage:
             images = many([r for _, r in todo]) if many is not None else [self._render(r) for _, r in todo]
             each = (time.perf_counter() - t0) / len(todo)
             self._open_new(todo, images)  # the batch's new streams open side by side
+            writes: list[tuple[_Stream, FrameResult, torch.Tensor, float | None]] = []
             for (st, r), image in zip(todo, images):
                 st.render_s += each
                 if st.error is None and st.writer is not None:  # (not failed on an earlier frame)
-                    self._write(st, r, image)
+                    pts = self._admit(st, image, r.meta.pts)
+                    if pts is not False:
+                        writes.append((st, r, image, pts))
+            self._write_all(writes)
         if self._release:
             import dataclasses
 
@@ -301,13 +305,13 @@ class AnnotateStage:
             options["threads"] = str(max(1, usable_cpus() // max(1, streams)))
         return options
 
-    def _write(self, st: _Stream, r: "FrameResult", image: "torch.Tensor") -> None:
+    def _admit(self, st: _Stream, image: "torch.Tensor", pts: float | None) -> "float | None | Literal[False]":
+        """Count the frame; ``False`` when it is not written (another size), else its ``pts`` on
+        the video's timeline (continuing after a reconnect)."""
         st.frames += 1
-        _, h, w = image.shape
-        if (h, w) != st.size:
+        if tuple(image.shape[1:]) != st.size:
             st.skipped_size += 1
-            return
-        pts = r.meta.pts
+            return False
         if pts is not None:
             if st.rebase:
                 st.rebase = False
@@ -315,13 +319,40 @@ class AnnotateStage:
                 st.shift = (st.last_pts if st.last_pts is not None else 0.0) + step - pts
             pts += st.shift
             st.last_pts = pts
-        try:
-            st.writer.write(image, pts=pts)
-        except SinkError as exc:
-            st.error = str(exc)
-            logger.error("annotate: %s; the video of stream %d stops here, detection goes on",
-                         st.error, r.meta.stream_id)
-            self._finish(st)
+        return pts
+
+    def _write_all(self, writes: "list[tuple[_Stream, FrameResult, torch.Tensor, float | None]]") -> None:
+        """Hand each frame to its stream's writer. CUDA frames of one (even) size go to YUV 4:2:0 in
+        one batched conversion first (:func:`~vidpipe.encode.yuv.rgb_to_yuv420` on ``(N, 3, H,
+        W)``): per frame the run's thread then only queues a copy, instead of launching the
+        conversion's ~30 kernels once per stream."""
+        groups: dict[tuple, list[int]] = {}
+        for k, (_, _, image, _) in enumerate(writes):
+            _, h, w = image.shape
+            if image.is_cuda and h % 2 == 0 and w % 2 == 0:
+                groups.setdefault((h, w, image.device), []).append(k)
+        planes: dict[int, torch.Tensor] = {}
+        for (h, _, _), ks in groups.items():
+            if len(ks) > 1:
+                import torch
+
+                from vidpipe.encode.yuv import matrix_for_height, rgb_to_yuv420
+
+                yuv = rgb_to_yuv420(torch.stack([writes[k][2] for k in ks]), matrix=matrix_for_height(h))
+                planes.update(zip(ks, yuv.unbind(0)))
+        for k, (st, r, image, pts) in enumerate(writes):
+            if st.writer is None:
+                continue  # (failed on an earlier frame of this batch)
+            try:
+                if k in planes:
+                    st.writer.write_yuv420(planes[k], pts=pts)
+                else:
+                    st.writer.write(image, pts=pts)
+            except SinkError as exc:
+                st.error = str(exc)
+                logger.error("annotate: %s; the video of stream %d stops here, detection goes on",
+                             st.error, r.meta.stream_id)
+                self._finish(st)
 
     def _finish(self, st: _Stream) -> None:
         if st.writer is None:
