@@ -10,10 +10,12 @@ decoder's frame buffer (which the next ``Decode`` call reuses) into its row of a
 (:mod:`vidpipe.decode.nvdec_copy`; PyTorch's ``from_dlpack`` + ``copy_`` where that does not apply). NVDEC
 runs as several sessions over keyframe-aligned segments of the file (see
 :mod:`vidpipe.decode.parallel`), by default three per NVDEC engine, which is what it takes to keep
-all engines busy; short clips get as many sessions as they have segments. Sessions are pooled
-across decoders (:mod:`vidpipe.decode.nvdec_pool`): the driver creates NVDEC decoders one at a
-time, about 50 ms each, so they are created once per process (or ahead of time with
-:func:`warm_sessions`) and reused for every file of the same kind.
+all engines busy; never more than the file has segments. Sessions are pooled across decoders
+(:mod:`vidpipe.decode.nvdec_pool`): the driver creates NVDEC decoders one at a time, about 50 ms
+each, so they are created once per process (or ahead of time with :func:`warm_sessions`) and
+reused for every file of the same kind; a file whose sessions are not pooled yet starts only as
+many as its length pays for (about ``sqrt(frames / 32.5)``: 4 for 600 frames, measured,
+:func:`~vidpipe.decode.nvdec_pool.sessions_worth_starting`).
 
 Output: :class:`~vidpipe.types.FrameBatch` with ``format="nv12"`` (``uint8``) or ``"p010"``
 (``uint16``, 10-bit samples in the high bits, as NVDEC writes P016) and the stream's
@@ -401,7 +403,9 @@ class NvdecDecoder(SegmentParallelDecoder):
         device: a CUDA device (``"cuda"``, ``"cuda:1"``, ``torch.device``).
         options: frame selection (stride, time range, count).
         workers: concurrent NVDEC sessions (``None``: three per NVDEC engine, shared among the
-            NVDEC decoders running at the same time in this process; 1: one session).
+            NVDEC decoders running at the same time in this process, and for a file whose
+            sessions must first be started, only as many new ones as its length pays for:
+            :func:`~vidpipe.decode.nvdec_pool.sessions_worth_starting`; 1: one session).
         segment_frames: frames per segment (``None``: sized from ``buffer_bytes``).
         buffer_bytes: GPU memory for frames decoded ahead of the consumer (``None``:
             ``options.gpu_buffer_bytes`` as a hard bound, else :func:`default_buffer_bytes`,
@@ -508,6 +512,16 @@ class NvdecDecoder(SegmentParallelDecoder):
         finally:
             with _active_lock:
                 _active -= 1
+
+    def _sessions(self, plan: "DecodePlan") -> int:
+        """One per segment up to ``workers``; with automatic workers, pooled sessions first and new
+        ones only as far as the plan's length pays for their start."""
+        most = super()._sessions(plan)
+        if not self.auto_workers or not plan.total:
+            return most
+        from vidpipe.decode.nvdec_pool import POOL, sessions_worth_starting
+
+        return sessions_worth_starting(plan.total, idle=POOL.idle(session_key(self.info, self.device)), most=most)
 
     def _process_pool(self, plan: "DecodePlan") -> Any:
         """The decoder processes for this plan (locked), or ``None`` for threads; see ``processes``."""

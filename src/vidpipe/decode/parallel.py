@@ -265,6 +265,11 @@ class SegmentParallelDecoder(Decoder):
         w = max(2 * batch_size, w)
         return -(-w // batch_size) * batch_size
 
+    def _sessions(self, plan: DecodePlan) -> int:
+        """Sessions to decode an exact ``plan`` with in this process: one per segment, at most
+        ``workers`` (a backend whose sessions cost to start may use fewer)."""
+        return min(self.workers, len(plan.segments))
+
     # ------------------------------------------------------------------------------- running
 
     def batches(self, batch_size: int) -> Iterator[FrameBatch]:
@@ -318,7 +323,7 @@ class SegmentParallelDecoder(Decoder):
             color=self.info.color if fmt != "rgb" else None,
             out_device=self.device,
         )
-        k = min(self.workers, len(plan.segments)) if plan.exact else 1
+        k = self._sessions(plan) if plan.exact else 1
         self.workers_used = k
         logger.info(
             "%s: %s decoding %s frames in %d segments with %d session(s)",
