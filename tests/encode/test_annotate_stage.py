@@ -171,3 +171,10 @@ def test_cuda_frames_of_several_streams_are_converted_together_and_come_back_int
         assert len(got) == len(want) == stage.report()["streams"][str(sid)]["frames"]
         worst = min(psnr(a, b) for a, (b, _) in zip(want, got))
         assert worst >= 35, f"stream {sid}: PSNR {worst:.1f} dB"
+
+
+def test_encoder_niceness_is_checked_when_the_stage_is_made():
+    with pytest.raises(ConfigError, match="encoder_nice=20"):
+        AnnotateStage(lambda m: "x.mp4", render=lambda r: r.image, encoder_nice=20)
+    with pytest.raises(ConfigError, match="encoder_nice=True"):
+        AnnotateStage(lambda m: "x.mp4", render=lambda r: r.image, encoder_nice=True)

@@ -147,7 +147,7 @@ class ProcessVideoWriter:
         self._raise_failure()
         image = checked_frame(self.name, image, pts, height=self.height, width=self.width,
                               padded=(self.enc_height, self.enc_width))
-        self._put(rgb_to_yuv420(image, matrix=self.matrix), pts)
+        self._put(rgb_to_yuv420(image, matrix=self.matrix), pts, owned=True)
 
     def write_yuv420(self, planes: "torch.Tensor", *, pts: float | None = None) -> None:
         """Queue one frame already in YUV 4:2:0 (:func:`~vidpipe.encode.yuv.rgb_to_yuv420` with
@@ -162,10 +162,17 @@ class ProcessVideoWriter:
         if self._closed:
             raise SinkError(f"{self.name}: write() after close()")
         self._raise_failure()
-        self._put(checked_planes(self.name, planes, pts, height=self.enc_height, width=self.enc_width), pts)
+        self._put(checked_planes(self.name, planes, pts, height=self.enc_height, width=self.enc_width), pts,
+                  owned=False)
 
-    def _put(self, yuv: "torch.Tensor", pts: float | None) -> None:
-        item = self._handoff.to_host(yuv) if yuv.is_cuda else (None, yuv.contiguous().clone(), None)
+    def _put(self, yuv: "torch.Tensor", pts: float | None, *, owned: bool) -> None:
+        """Queue ``yuv`` (``owned``: made here, else the caller's, copied first when on the CPU)."""
+        if yuv.is_cuda:
+            item = self._handoff.to_host(yuv)
+        else:
+            import torch
+
+            item = (None, yuv.contiguous() if owned else yuv.clone(memory_format=torch.contiguous_format), None)
         self._handoff.put((item, math.nan if pts is None else float(pts)))
         self.frames_in += 1
 

@@ -149,6 +149,8 @@ class AnnotateStage:
             raise ConfigError(f"encoder={encoder!r}; expected 'auto', 'thread' or 'process'")
         if streams is not None and (isinstance(streams, bool) or not isinstance(streams, int) or streams < 1):
             raise ConfigError(f"streams={streams!r}; expected a positive whole number or None")
+        if isinstance(encoder_nice, bool) or not isinstance(encoder_nice, int) or not 0 <= encoder_nice <= 19:
+            raise ConfigError(f"encoder_nice={encoder_nice!r}; expected a whole number from 0 to 19")
         self._encoder = encoder
         self._expected = streams
         self._nice = encoder_nice
@@ -205,7 +207,7 @@ class AnnotateStage:
         """``{"streams": {stream_id: {...}}}``: per stream the ``target`` (credentials masked),
         ``frames`` written, ``render_ms_per_frame`` (the run's thread), the writer's
         ``encode_ms_per_frame``, ``blocked_writes``/``blocked_ms``, ``audio``, ``encoder_threads``
-        (libx264's ``threads`` option, ``"0"``: its own choice), ``error``."""
+        (libx264's ``threads`` option; ``None`` for other codecs, which choose their own), ``error``."""
         streams: dict[str, Any] = {}
         for sid, st in sorted(self._streams.items()):
             w = st.final or (st.writer.report() if st.writer is not None else {})
