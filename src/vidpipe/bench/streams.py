@@ -23,8 +23,9 @@ before the window):
   waited for them; the results then count only once drawn and handed to their encoder, and a
   stream is real time only if its encoder kept up (no drops),
 - CPU cores used by vidpipe (its process, its decoder processes and its encoder processes;
-  publishers and server excluded), CPU cores busy on the whole machine (publishers and server included), GPU and NVDEC
-  utilisation (NVML, sampled twice a second), and the decoder processes of the live streams.
+  publishers and server excluded), CPU cores busy on the whole machine (publishers and server
+  included), GPU and NVDEC utilisation (NVML, sampled twice a second), and the decoder processes
+  of the live streams.
 
 The most streams held in real time is the largest N whose row is real time.
 """
@@ -249,7 +250,7 @@ def _encoder_columns(report: dict | None) -> dict:
     return {
         "encoded_frames": sum(s.get("frames") or 0 for s in streams),
         "encode_ms": statistics.mean(encode) if encode else None,
-        "encoder_threads": ",".join(sorted({str(s.get("encoder_threads") or "-") for s in streams}, key=str)) or None,
+        "encoder_threads": ",".join(sorted({str(s.get("encoder_threads") or "-") for s in streams})) or None,
         "encoder_waits": sum(s.get("blocked_writes") or 0 for s in streams),
         "encoder_errors": sum(1 for s in streams if s.get("error")) or None,
     }

@@ -1,7 +1,8 @@
 """The encoder process of :class:`~vidpipe.encode.process.ProcessVideoWriter`:
 ``python -m vidpipe.encode.child SPEC_JSON``.
 
-It lowers its priority by ``nice`` of the spec first, then opens a :class:`~vidpipe.encode.VideoWriter` (PyAV, its own thread) on the target in
+It lowers its priority by the spec's ``nice`` first, then opens a
+:class:`~vidpipe.encode.VideoWriter` (PyAV, its own thread) on the target in
 ``SPEC_JSON`` and feeds it the frames that arrive on stdin, so that encoding and muxing (and the
 GIL hand-overs of every FFmpeg call) happen outside the process that runs the model. (Encoding
 on the reading thread instead, with a pipe widened to a whole frame, measured slower on an H100:
