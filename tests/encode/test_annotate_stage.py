@@ -142,6 +142,7 @@ def test_libx264_encoders_share_the_cpus_among_the_streams(tmp_path, monkeypatch
     assert run("given", options={"threads": "3"}) == {"0": "3", "1": "3"}
     assert x264_threads(tmp_path / "given" / "1.mp4") == 3
     assert run("many", streams=64) == {"0": "1", "1": "1"}  # never fewer than one
+    assert run("more", streams=1) == {"0": "4", "1": "4"}  # more streams opened than told: they count
     with pytest.raises(ConfigError, match="streams=0"):
         AnnotateStage(lambda m: "x.mp4", render=lambda r: r.image, streams=0)
 

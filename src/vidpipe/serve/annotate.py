@@ -59,4 +59,6 @@ def serve_annotate_stages(config: "ServeConfig", camera_of: "Callable[[int], Cam
         cam = camera_of(meta.stream_id)
         return cam.annotate if cam is not None else None
 
-    return [AnnotateStage(target, render=CameraRender(camera_of), on_error="log")]  # one dead relay stops no other
+    outputs = sum(1 for c in config.cameras if c.annotate)  # their encoders share the CPU (and any added later)
+    return [AnnotateStage(target, render=CameraRender(camera_of), on_error="log",  # one dead relay stops no other
+                          streams=outputs)]

@@ -112,8 +112,9 @@ class AnnotateStage:
         streams: how many streams the stage will encode at once (the run's inputs), so that
             libx264's encoders share the CPU instead of each taking all of it: unless
             ``options`` sets ``threads``, each encoder gets ``max(1, cpus // streams)`` threads
-            (``cpus``: the CPUs this process may run on). ``None``: the streams opened so far,
-            counted when each encoder opens. Measured on an H200 host (16 cores, 16 live
+            (``cpus``: the CPUs this process may run on), ``streams`` being the streams opened
+            so far (counted when each encoder opens, a batch's new streams together) where
+            those are more (streams added while the run goes on), or where ``None``. Measured on an H200 host (16 cores, 16 live
             1080p30 streams, ``preset=ultrafast``): libx264's own choice (1.5 threads a core per
             encoder) gave 329 annotated frames/s, 2 threads each 395, 1 thread each 478 of 480.
         encoder_nice: the encoder processes' niceness (``encoder="process"``; see
@@ -306,7 +307,8 @@ class AnnotateStage:
         ``streams``) when the caller did not set it."""
         options = dict(self._options)
         if self.codec == "libx264" and "threads" not in options:
-            streams = self._expected or sum(1 for st in self._streams.values() if st.size is not None and st.error is None)
+            opened = sum(1 for st in self._streams.values() if st.size is not None and st.error is None)
+            streams = max(self._expected or 0, opened)
             options["threads"] = str(max(1, usable_cpus() // max(1, streams)))
         return options
 
