@@ -65,3 +65,7 @@ def test_serve_writes_the_camera_video(tmp_path):
     summary = server.stop()
     assert summary.stages["annotate"]["streams"]["0"]["frames"] == 12
     assert count_frames(out) == 12
+    # the one camera with annotate: its encoder may use every CPU
+    from vidpipe.stages.annotate import usable_cpus
+
+    assert summary.stages["annotate"]["streams"]["0"]["encoder_threads"] == str(usable_cpus())
