@@ -11,6 +11,7 @@ Each class validates shape, dtype and device in ``__post_init__`` (raising ``Val
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Literal
@@ -339,9 +340,8 @@ class Detections:
                 f"{track_ids.dtype} on {track_ids.device}"
             )
         out = object.__new__(Detections)
-        for name in ("boxes", "scores", "class_ids", "frame"):
-            object.__setattr__(out, name, getattr(self, name))
-        object.__setattr__(out, "track_ids", track_ids)
+        for f in dataclasses.fields(self):
+            object.__setattr__(out, f.name, track_ids if f.name == "track_ids" else getattr(self, f.name))
         return out
 
     @property

@@ -283,7 +283,6 @@ class AnnotateStage:
     def _open(self, st: _Stream, meta: "FrameMeta", height: int, width: int, *, cuda: bool) -> None:
         fps = self._fps(meta.source)
         audio = audio_source(meta.source) if self._audio else None
-        st.size = (height, width)
         process = self._encoder == "process" or (self._encoder == "auto" and cuda)
         options = self._encoder_options()
         st.threads = options.get("threads")
