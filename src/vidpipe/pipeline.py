@@ -132,6 +132,7 @@ class DetectionRun:
         self.batch_size = config.batch_size
         self.infer = Inference(detector, config, self.stats)
         self._live = LiveProcesses(config=config, detector=detector, specs=specs)  # started when needed
+        self._inputs_given = len(specs)
         for spec in specs:
             self._add(spec)
 
@@ -165,7 +166,7 @@ class DetectionRun:
             worker = SourceWorker(
                 source, state, queue, detector=self.detector, config=self.config, stats=self.stats,
                 slots=self._slots, on_start=lambda st: self.meters.meter(st.stream_id).start(),
-                gpu_submit=self._gpu_submit,
+                gpu_submit=self._gpu_submit, inputs=max(self._inputs_given, len(self.states)),
             )
             self._workers[state.stream_id] = worker
             if self._stop.is_set():

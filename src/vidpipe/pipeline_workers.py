@@ -47,6 +47,7 @@ class SourceWorker:
         slots: threading.Semaphore,
         on_start: "Callable[[SourceState], None] | None" = None,
         gpu_submit: "threading.Lock | None" = None,
+        inputs: int = 1,
     ) -> None:
         self.source = source
         self.state = state
@@ -55,7 +56,8 @@ class SourceWorker:
         self.stop = threading.Event()  # this source's stop: the run's stop, close, or removal
         self._slots = slots
         self._on_start = on_start
-        self._ctx = SourceContext(detector=detector, config=config, stop=self.stop, stats=stats, gpu_submit=gpu_submit)
+        self._ctx = SourceContext(detector=detector, config=config, stop=self.stop, stats=stats, gpu_submit=gpu_submit,
+                                  inputs=inputs)
         self.thread = threading.Thread(target=self._run, name=f"vidpipe-src{state.stream_id}", daemon=True)
 
     def start(self) -> None:

@@ -170,8 +170,13 @@ def select_backend(
     requested: str = "auto",
     *,
     strict_gpu: bool = False,
+    frames: int | None = None,
 ) -> BackendChoice:
     """Choose the backend that decodes ``info`` on ``device`` (no CUDA call is made here).
+
+    ``frames``: how many frames will be decoded, when this stream is its run's only input; with
+    ``"auto"`` a short file is then read with PyAV where NVDEC's start would cost more than it
+    gives back (:mod:`vidpipe.decode.auto_choice`). ``None``: no such rule.
 
     Raises:
         BackendUnavailableError: a named backend cannot be loaded here (package, driver).
@@ -211,6 +216,12 @@ def select_backend(
                 f"strict_gpu: no GPU decoder can decode {src} on {device} ({why}); {name} would run on "
                 "the CPU; fix the reason above or drop strict_gpu"
             )
+        if name == "nvdec" and on_gpu and not strict_gpu and frames is not None:
+            short = _short_file(info, device, frames)
+            if short is not None:
+                choice = BackendChoice(AUTO_ORDER[-1], short)
+                logger.info("%s: decoding with %s on the CPU (%s)", src, choice.name, short)
+                return choice
         if rejected:
             detail = "; ".join(f"{n}: {r}" for n, r in rejected)
             why = "; ".join(f"{n.upper() if n == 'nvdec' else n} unavailable: {_short(r)}" for n, r in rejected)
@@ -228,6 +239,18 @@ def select_backend(
     raise UnsupportedError(f"no decoder can read {src} ({detail}); convert it with ffmpeg to H.264")
 
 
+def _short_file(info: StreamInfo, device: "torch.device", frames: int) -> str | None:
+    """Why PyAV, not NVDEC, should read a short file (:mod:`vidpipe.decode.auto_choice`); ``None``
+    also where PyAV cannot read it."""
+    from vidpipe._cpus import usable_cpus
+    from vidpipe.decode.auto_choice import pyav_finishes_first
+
+    why = pyav_finishes_first(info, device, frames, cpus=usable_cpus())
+    if why is None or _try(AUTO_ORDER[-1], info, device)[0] is not None:
+        return None
+    return why
+
+
 def open_decoder(
     source: str | os.PathLike | StreamInfo,
     *,
@@ -235,8 +258,14 @@ def open_decoder(
     decoder: str = "auto",
     options: DecodeOptions | None = None,
     strict_gpu: bool = False,
+    auto_short_files: bool = False,
 ) -> Decoder:
     """Probe ``source``, choose a backend and open it; ``decoder.choice`` says which and why.
+
+    ``auto_short_files``: with ``decoder="auto"`` on a GPU, read a short file with PyAV where
+    NVDEC's start would cost more than it gives back (:mod:`vidpipe.decode.auto_choice`): a
+    detection run passes it for its only input (a run of several files shares NVDEC's sessions
+    from file to file).
 
     Frames of a video with a display rotation come out upright (a
     :class:`~vidpipe.decode.rotation.RotatedDecoder` around the backend's decoder).
@@ -249,7 +278,12 @@ def open_decoder(
     check_choice("decoder", decoder, ("auto", *registered_backends()))
     dev = resolve_device(device)
     info = source if isinstance(source, StreamInfo) else probe(source)
-    choice = select_backend(info, dev, decoder, strict_gpu=strict_gpu)
+    frames = None
+    if auto_short_files and decoder == "auto":
+        from vidpipe.decode.auto_choice import frames_to_decode
+
+        frames = frames_to_decode(info, options)
+    choice = select_backend(info, dev, decoder, strict_gpu=strict_gpu, frames=frames)
     backend, reason, _ = _load(choice.name)
     if backend is None:  # pragma: no cover - select_backend already loaded it
         raise BackendUnavailableError(reason or choice.name)

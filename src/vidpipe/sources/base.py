@@ -45,6 +45,9 @@ class SourceContext:
     streams, decode + copy + preprocess in each stream's thread: 749 frames/s (20-24 per stream)
     in parallel, 959 (30 per stream, all of them) in turn (``tools/bench-probes/live_gpu_submit.py``).
     ``None``: no lock (a source used on its own).
+
+    ``inputs``: how many inputs the run has (a file that is a run's only input may be read with
+    PyAV when it is short; see :mod:`vidpipe.decode.auto_choice`).
     """
 
     detector: "Detector"
@@ -52,6 +55,7 @@ class SourceContext:
     stop: threading.Event
     stats: "PipelineStats"
     gpu_submit: "threading.Lock | None" = None
+    inputs: int = 1
 
 
 @runtime_checkable

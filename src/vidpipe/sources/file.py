@@ -47,6 +47,7 @@ class FileSource:
             decoder=config.decoder,
             options=config.decode_options(state.stream_id),
             strict_gpu=config.strict_gpu,
+            auto_short_files=ctx.inputs == 1,
         ) as dec:
             state.decoder = dec.choice.name
             state.decoder_reason = dec.choice.reason

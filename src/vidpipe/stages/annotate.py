@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from vidpipe._cpus import usable_cpus
 from vidpipe.errors import ConfigError, SinkError, SourceError
 from vidpipe.sources.redact import redact_text
 
@@ -42,14 +43,6 @@ __all__ = ["AnnotateStage", "source_fps", "audio_source", "usable_cpus"]
 logger = logging.getLogger(__name__)
 
 DEFAULT_FPS = 30.0
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity where the system tells it, else all)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def source_fps(source: str) -> float:
