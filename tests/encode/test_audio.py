@@ -64,6 +64,9 @@ def test_audio_copied_or_transcoded(sources, tmp_path, kind, suffix, mode, codec
     first, end, _ = audio_span(out)
     assert first == pytest.approx(0.0, abs=0.03)  # AAC's encoder delay at 48 kHz is 21 ms
     assert end == pytest.approx(2.0, abs=0.15)  # 40 frames at 20 fps
+    # every video frame keeps its time (a transcoded track's first packet once shifted all but the first)
+    want = [round(t - decoded(sources[kind])[0][1], 3) for _, t in decoded(sources[kind])]
+    assert [round(t, 3) for _, t in decoded(out)] == pytest.approx(want, abs=1.5e-3)
 
 
 def test_trimmed_video_trims_the_audio(sources, tmp_path):

@@ -24,6 +24,12 @@ __all__ = ["AudioTrack"]
 
 logger = logging.getLogger(__name__)
 
+#: samples FFmpeg's AAC encoder puts in front (its ``initial_padding``): its packets come
+#: this much before the frames' pts. Frames are given pts that much later, so the first packet is
+#: at 0: a negative one made the muxer shift every video frame after the first by 21 ms (the
+#: first, already written, stayed: a 61 ms first frame at 25 fps, measured with PyAV).
+_AAC_PRIMING = 1024
+
 
 class AudioTrack:
     """The first audio stream of ``source`` added to ``output`` (an open PyAV output container).
@@ -146,7 +152,7 @@ class AudioTrack:
             t = float(frame.pts * self._tb) if frame.pts is not None else (self._start or 0.0)
             self._next_sample = max(0, int(round((t - (self._start or 0.0)) * self._rate)))
         for out in self._resampler.resample(frame):
-            out.pts = self._next_sample
+            out.pts = self._next_sample + _AAC_PRIMING
             out.time_base = Fraction(1, self._rate)
             self._next_sample += out.samples
             for p in self._out.encode(out):
