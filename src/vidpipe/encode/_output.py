@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from vidpipe.encode.nvenc import NVENC_CODECS
 from vidpipe.encode.targets import Target
 from vidpipe.encode.yuv import AV_COLORSPACE, AV_PRIMARIES, AV_RANGE_LIMITED, AV_TRC, Matrix
 from vidpipe.errors import ConfigError, SinkError
@@ -17,7 +18,8 @@ from vidpipe.sources.redact import redact_url
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["TIME_BASE", "check_fps", "positive_int", "open_container", "add_video_stream", "start_encoding",
+__all__ = ["TIME_BASE", "check_fps", "positive_int", "open_container", "add_video_stream", "add_copied_stream",
+           "gop_frames", "start_encoding",
            "connect_error", "why", "pad_even", "checked_frame", "checked_planes"]
 
 TIME_BASE = Fraction(1, 90000)
@@ -95,11 +97,8 @@ def add_video_stream(out: Any, target: Target, *, codec: str, fps: Fraction, wid
     cc.pix_fmt = "yuv420p"
     cc.time_base = TIME_BASE
     s.time_base = TIME_BASE
-    cc.gop_size = max(1, round(float(fps) * _GOP_SECONDS))
-    cc.colorspace = AV_COLORSPACE[matrix]
-    cc.color_primaries = AV_PRIMARIES[matrix]
-    cc.color_trc = AV_TRC[matrix]
-    cc.color_range = AV_RANGE_LIMITED
+    cc.gop_size = gop_frames(fps)
+    _tag_colour(cc, matrix)
     opts = dict(_CODEC_DEFAULTS.get(codec, {}))
     if target.live and codec in ("libx264", "libx265"):
         opts["tune"] = "zerolatency"
@@ -116,6 +115,41 @@ def add_video_stream(out: Any, target: Target, *, codec: str, fps: Fraction, wid
             raise ConfigError(f"options: keys and values must be texts, got {bad[0]!r}")
         opts.update(options)
     cc.options = opts
+    return s
+
+
+def gop_frames(fps: Fraction) -> int:
+    """Frames from one keyframe to the next: about two seconds."""
+    return max(1, round(float(fps) * _GOP_SECONDS))
+
+
+def _tag_colour(cc: Any, matrix: Matrix) -> None:
+    cc.colorspace = AV_COLORSPACE[matrix]
+    cc.color_primaries = AV_PRIMARIES[matrix]
+    cc.color_trc = AV_TRC[matrix]
+    cc.color_range = AV_RANGE_LIMITED
+
+
+def add_copied_stream(out: Any, codec: str, sequence: bytes, *, fps: Fraction, width: int, height: int,
+                      matrix: Matrix) -> Any:
+    """Add a ``yuv420p`` video stream for packets encoded elsewhere (``codec``: ``"h264"`` or
+    ``"hevc"``, Annex-B; ``sequence``: their parameter sets, the stream's header). No encoder is
+    opened: the stream is made from a template that FFmpeg's raw ``codec`` demuxer reads from
+    ``sequence``, then given the size, time base and colour tags of :func:`add_video_stream`."""
+    import io
+
+    import av
+
+    with av.open(io.BytesIO(sequence), format=codec) as raw:
+        s = out.add_stream_from_template(raw.streams.video[0])
+    cc = s.codec_context
+    cc.width, cc.height = width, height
+    cc.pix_fmt = "yuv420p"
+    cc.time_base = TIME_BASE
+    cc.extradata = sequence
+    cc.framerate = fps
+    s.time_base = TIME_BASE
+    _tag_colour(cc, matrix)
     return s
 
 
@@ -154,7 +188,8 @@ def check_writer_args(*, width: Any, height: Any, fps: Any, codec: str, queue_fr
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
         raise ConfigError(f"timeout_s={timeout_s!r}: expected a positive number of seconds")
     try:
-        av.codec.Codec(codec, "w")
+        if codec not in NVENC_CODECS:  # (PyNvVideoCodec's, not FFmpeg's)
+            av.codec.Codec(codec, "w")
     except Exception:  # noqa: BLE001 - unknown or not built in
         raise ConfigError(f"codec={codec!r}: not a video encoder of this PyAV/FFmpeg (try 'libx264' or "
                           "'libx265')") from None

@@ -80,7 +80,7 @@ def parse_target(target: str | os.PathLike, *, codec: str) -> Target:
     if "://" in lower:
         scheme = lower.split("://", 1)[0]
         if scheme in ("rtmp", "rtmps"):
-            if codec not in ("libx264", "h264"):
+            if codec not in ("libx264", "h264", "h264_nvenc"):
                 raise ConfigError(f"target {name}: RTMP carries H.264 here; codec={codec!r} cannot be published "
                                   "(use codec='libx264')")
             return Target(text, name, "flv", True, (("flvflags", "no_duration_filesize"),))

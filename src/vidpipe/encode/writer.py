@@ -33,13 +33,15 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from vidpipe.encode._handoff import STOP, Handoff
-from vidpipe.encode._output import (TIME_BASE, add_video_stream, check_writer_args, checked_frame, checked_planes,
-                                    connect_error, open_container, start_encoding, why)
+from vidpipe.encode._output import (TIME_BASE, add_copied_stream, add_video_stream, check_writer_args, checked_frame,
+                                    checked_planes, connect_error, gop_frames, open_container, start_encoding, why)
+from vidpipe.encode.nvenc import NVENC_CODECS, NvencEncoder
 from vidpipe.encode.targets import Target, parse_target
 from vidpipe.encode.yuv import AV_COLORSPACE, AV_RANGE_LIMITED, matrix_for_height, rgb_to_yuv420
 from vidpipe.errors import ConfigError, SinkError
@@ -64,11 +66,14 @@ class VideoWriter:
         fps: the nominal frame rate (the keyframe interval, and the gap between frames written
             without ``pts``).
         codec: a PyAV/FFmpeg video encoder: ``"libx264"`` (default) or ``"libx265"``; others
-            are passed through.
+            are passed through. ``"h264_nvenc"`` / ``"hevc_nvenc"``: the GPU's NVENC through
+            PyNvVideoCodec, frames never leaving the GPU (:mod:`vidpipe.encode.nvenc`; not
+            verified on NVENC hardware, which the H100/H200 lack).
         audio_from: a media file whose first audio track is copied into the output (or
             transcoded to AAC when the container cannot hold it); ``None``: no audio.
         options: encoder options overriding the defaults (``preset=veryfast``, ``crf=23`` for
-            x264; live targets add ``tune=zerolatency``).
+            x264; live targets add ``tune=zerolatency``; for NVENC, PyNvVideoCodec's
+            ``CreateEncoder`` settings).
         queue_frames: frames that may wait for the encoder before ``write`` blocks.
         timeout_s: how long opening (connecting) and each network write may take before
             failing; files ignore it.
@@ -78,6 +83,8 @@ class VideoWriter:
         SinkError: the target cannot be opened (a missing folder, a server that refuses or does
             not answer within ``timeout_s``).
         SourceError: ``audio_from`` cannot be opened.
+        BackendUnavailableError: an NVENC codec where NVENC cannot encode (no PyNvVideoCodec, no
+            CUDA, a GPU without NVENC).
     """
 
     def __init__(
@@ -100,11 +107,21 @@ class VideoWriter:
         self.name = self.target.name
         self.enc_width, self.enc_height = self.width + self.width % 2, self.height + self.height % 2
         self.matrix = matrix_for_height(self.enc_height)
+        self._nvenc: NvencEncoder | None = None
+        if codec in NVENC_CODECS:
+            self._nvenc = NvencEncoder(width=self.enc_width, height=self.enc_height, codec=codec, fps=self.fps,
+                                       gop=gop_frames(self.fps), options=options)
+        self._pending: deque[int] = deque()  # the ticks of frames NVENC holds
         self._out = open_container(self.target, timeout_s)
         failure: BaseException | None = None
         try:
-            self._stream = add_video_stream(self._out, self.target, codec=codec, fps=self.fps, width=self.enc_width,
-                                            height=self.enc_height, matrix=self.matrix, options=options)
+            if self._nvenc is not None:
+                self._stream = add_copied_stream(self._out, self._nvenc.codec, self._nvenc.sequence, fps=self.fps,
+                                                 width=self.enc_width, height=self.enc_height, matrix=self.matrix)
+            else:
+                self._stream = add_video_stream(self._out, self.target, codec=codec, fps=self.fps,
+                                                width=self.enc_width, height=self.enc_height, matrix=self.matrix,
+                                                options=options)
             self._audio = None
             if audio_from is not None:
                 from vidpipe.encode.audio import AudioTrack
@@ -163,7 +180,9 @@ class VideoWriter:
         self._raise_failure()
         image = checked_frame(self.name, image, pts, height=self.height, width=self.width,
                               padded=(self.enc_height, self.enc_width))
-        if image.is_cuda:  # YUV on the device, then an asynchronous copy into a pinned buffer
+        if self._nvenc is not None:  # YUV on the device, encoded there
+            item = _on_device(rgb_to_yuv420(image.to(self._nvenc.device), matrix=self.matrix))
+        elif image.is_cuda:  # YUV on the device, then an asynchronous copy into a pinned buffer
             item = self._handoff.to_host(rgb_to_yuv420(image, matrix=self.matrix))
         else:
             item = (image.clone(memory_format=torch.contiguous_format), None, None)  # the caller may reuse its tensor
@@ -186,11 +205,18 @@ class VideoWriter:
         self._raise_failure()
         import numpy as np
 
-        if isinstance(planes, np.ndarray):
+        if isinstance(planes, np.ndarray) and self._nvenc is None:
             item = (None, planes, None)
         else:
+            import torch
+
+            if isinstance(planes, np.ndarray):
+                planes = torch.from_numpy(planes)
             planes = checked_planes(self.name, planes, pts, height=self.enc_height, width=self.enc_width)
-            item = self._handoff.to_host(planes) if planes.is_cuda else (None, planes.numpy().copy(), None)
+            if self._nvenc is not None:
+                item = _on_device(planes.to(self._nvenc.device))
+            else:
+                item = self._handoff.to_host(planes) if planes.is_cuda else (None, planes.numpy().copy(), None)
         self._handoff.put((item, None if pts is None else float(pts)))
         self.frames_in += 1
 
@@ -275,24 +301,51 @@ class VideoWriter:
 
     def _encode(self, data: tuple, pts: float | None) -> None:
         t0 = time.perf_counter()
-        frame = self._frame(data)
         tick = self._tick(pts)
-        frame.pts = tick
-        frame.time_base = TIME_BASE
         source_s = self._origin + tick / TIME_BASE.denominator  # on the source's timeline
         self._end_s = source_s + float(1 / self.fps)
-        for packet in self._stream.encode(frame):
-            self._out.mux(packet)
+        if self._nvenc is not None:
+            self._pending.append(tick)
+            self._mux_pictures(self._nvenc.encode(data[0], data[2]))
+            self.device_frames += 1
+        else:
+            frame = self._frame(data)
+            frame.pts = tick
+            frame.time_base = TIME_BASE
+            for packet in self._stream.encode(frame):
+                self._out.mux(packet)
+            self.frames += 1
         if self._audio is not None:
             self._audio.mux_until(self._out, source_s)
-        self.frames += 1
         self._progress = time.monotonic()
         self.encode_s += time.perf_counter() - t0
 
+    def _mux_pictures(self, pictures: list[bytes]) -> None:
+        """NVENC's finished pictures, oldest first, muxed with the times of the frames they are
+        (no B-frames: pictures come out in the order frames went in). The audio goes in by the
+        frames' times as they are queued, as with libx264 (whose pictures come late too)."""
+        import av
+
+        from vidpipe.encode.bitstream import is_keyframe
+
+        for data in pictures:
+            if not self._pending:
+                raise RuntimeError("NVENC returned more pictures than frames went in")
+            packet = av.Packet(data)
+            packet.pts = packet.dts = self._pending.popleft()
+            packet.time_base = TIME_BASE
+            packet.stream = self._stream
+            packet.is_keyframe = is_keyframe(data, self._nvenc.codec)
+            self._out.mux(packet)
+            self.frames += 1
+
     def _finish(self) -> None:
         t0 = time.perf_counter()
-        for packet in self._stream.encode(None):
-            self._out.mux(packet)
+        if self._nvenc is not None:
+            self._mux_pictures(self._nvenc.flush())
+        else:
+            for packet in self._stream.encode(None):
+                self._out.mux(packet)
         if self._audio is not None:
             self._audio.finish(self._out, self._end_s)
         self.encode_s += time.perf_counter() - t0
@@ -353,6 +406,18 @@ class VideoWriter:
     def __repr__(self) -> str:
         return (f"VideoWriter({self.name!r}, {self.enc_width}x{self.enc_height}, fps={float(self.fps):g}, "
                 f"codec={self.codec!r}, frames={self.frames})")
+
+
+def _on_device(planes: "torch.Tensor") -> tuple:
+    """A queue item of planes the writer's thread encodes on the device: ``(planes, None, event)``,
+    the event recorded after the work that made them on the current stream."""
+    import torch
+
+    if not planes.is_cuda:
+        return (planes, None, None)
+    event = torch.cuda.Event()
+    event.record()
+    return (planes, None, event)
 
 
 def _planar_rgb(av: Any, rgb: "torch.Tensor") -> Any:
