@@ -179,3 +179,10 @@ def test_encoder_niceness_is_checked_when_the_stage_is_made():
         AnnotateStage(lambda m: "x.mp4", render=lambda r: r.image, encoder_nice=20)
     with pytest.raises(ConfigError, match="encoder_nice=True"):
         AnnotateStage(lambda m: "x.mp4", render=lambda r: r.image, encoder_nice=True)
+
+
+def test_nvenc_encodes_on_a_thread_of_the_run():
+    from vidpipe.stages.annotate import AnnotateStage
+
+    with pytest.raises(ConfigError, match="encoder='process' with codec='h264_nvenc'.*use encoder='auto' or 'thread'"):
+        AnnotateStage(lambda meta: "x.mp4", render=lambda r: r.image, codec="h264_nvenc", encoder="process")

@@ -28,8 +28,10 @@ def add_annotate_args(parser: argparse.ArgumentParser) -> None:
                    help="write the annotated video: FILE (.mp4, .mkv, .mov, ...; one input), FOLDER/ "
                    "(FOLDER/<input>.annotated.mp4 per input), or an rtmp:// or rtsp:// URL (one input); boxes, "
                    "labels, track ids, lines and zones drawn, the source's timestamps and audio kept")
-    g.add_argument("--annotate-codec", choices=("libx264", "libx265"), default="libx264",
-                   help="encoder of --annotate (default: %(default)s)")
+    g.add_argument("--annotate-codec", choices=("libx264", "libx265", "h264_nvenc", "hevc_nvenc"), default="libx264",
+                   help="encoder of --annotate (default: %(default)s); h264_nvenc/hevc_nvenc: the GPU's NVENC "
+                   "through PyNvVideoCodec (GPUs with NVENC only; not verified on hardware here: the H100/H200 "
+                   "have none; `vidpipe doctor` says whether this GPU has it)")
     g.add_argument("--annotate-preset", default=None, metavar="PRESET",
                    choices=("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow"),
                    help="encoder speed/size trade-off of --annotate (x264/x265 presets; default: veryfast; "
@@ -90,6 +92,14 @@ def annotate_stages(args: argparse.Namespace, inputs: "list[str]") -> "list[Stag
                              + (" or --preview" if flag == "--blur" else ""))
         return []
     target, mode = _check_target(parser, path, inputs, args.annotate_codec)
+    if args.annotate_codec.endswith("_nvenc"):
+        if args.annotate_preset is not None:
+            parser.error("--annotate-preset sets x264/x265 presets; NVENC keeps PyNvVideoCodec's (P4)")
+        from vidpipe.encode.nvenc import nvenc_unavailable
+
+        why = nvenc_unavailable(args.device if str(args.device).startswith("cuda") else "cuda")
+        if why is not None:
+            parser.error(f"--annotate-codec {args.annotate_codec}: {why}; use libx264 or libx265")
     from vidpipe.stages.annotate import AnnotateStage
 
     return [AnnotateStage(AnnotateTargets(target, mode, inputs), render=annotator(args), codec=args.annotate_codec,

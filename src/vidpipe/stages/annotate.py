@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from vidpipe._cpus import usable_cpus
-from vidpipe.errors import ConfigError, SinkError, SourceError
+from vidpipe.encode.nvenc import NVENC_CODECS
+from vidpipe.errors import BackendUnavailableError, ConfigError, SinkError, SourceError
 from vidpipe.sources.redact import redact_text
 
 if TYPE_CHECKING:
@@ -89,7 +90,9 @@ class AnnotateStage:
             modified); e.g. ``vidpipe.draw.Annotator(...)``. When it also has
             ``many(results) -> [tensor, ...]`` (the Annotator does), a batch's frames of every
             stream are rendered in one call.
-        codec: the video encoder (``"libx264"``, ``"libx265"``).
+        codec: the video encoder (``"libx264"``, ``"libx265"``; ``"h264_nvenc"``/``"hevc_nvenc"``:
+            NVENC through PyNvVideoCodec, on a thread of this process, frames staying on the GPU;
+            not verified on NVENC hardware, see :mod:`vidpipe.encode.nvenc`).
         audio: copy each file source's audio into its video.
         fps: ``fps(source) -> float`` for a stream's nominal rate (default :func:`source_fps`).
         options, queue_frames: passed to each :class:`~vidpipe.encode.VideoWriter`.
@@ -101,7 +104,8 @@ class AnnotateStage:
             :class:`~vidpipe.encode.process.ProcessVideoWriter`: FFmpeg's calls then do not
             compete with the model's thread for the GIL), ``"thread"`` (a thread of this process,
             :class:`~vidpipe.encode.VideoWriter`), ``"auto"``: a process for frames on CUDA (a
-            fast run, where the GIL is what limits), a thread on the CPU.
+            fast run, where the GIL is what limits), a thread on the CPU; NVENC codecs always
+            encode on a thread.
         streams: how many streams the stage will encode at once (the run's inputs), so that
             libx264's encoders share the CPU instead of each taking all of it: unless
             ``options`` sets ``threads``, each encoder gets ``max(1, cpus // streams)`` threads
@@ -143,6 +147,9 @@ class AnnotateStage:
             raise ConfigError(f"encoder={encoder!r}; expected 'auto', 'thread' or 'process'")
         if streams is not None and (isinstance(streams, bool) or not isinstance(streams, int) or streams < 1):
             raise ConfigError(f"streams={streams!r}; expected a positive whole number or None")
+        if encoder == "process" and codec in NVENC_CODECS:
+            raise ConfigError(f"encoder='process' with codec={codec!r}: NVENC encodes on a thread of this process "
+                              "(its frames stay on the GPU); use encoder='auto' or 'thread'")
         if isinstance(encoder_nice, bool) or not isinstance(encoder_nice, int) or not 0 <= encoder_nice <= 19:
             raise ConfigError(f"encoder_nice={encoder_nice!r}; expected a whole number from 0 to 19")
         self._encoder = encoder
@@ -266,7 +273,7 @@ class AnnotateStage:
         try:
             step()
             return True
-        except (SinkError, SourceError) as exc:
+        except (SinkError, SourceError, BackendUnavailableError) as exc:
             if self._on_error == "raise":
                 raise
             st.error = str(exc)
@@ -276,7 +283,7 @@ class AnnotateStage:
     def _open(self, st: _Stream, meta: "FrameMeta", height: int, width: int, *, cuda: bool) -> None:
         fps = self._fps(meta.source)
         audio = audio_source(meta.source) if self._audio else None
-        process = self._encoder == "process" or (self._encoder == "auto" and cuda)
+        process = (self._encoder == "process" or (self._encoder == "auto" and cuda)) and self.codec not in NVENC_CODECS
         options = self._encoder_options()
         st.threads = options.get("threads")
         common = dict(width=width, height=height, fps=fps, codec=self.codec, audio_from=audio,
