@@ -169,20 +169,23 @@ def test_names_file_overrides_class_names(tmp_path):
 
 
 @pytest.mark.gpu
-def test_cuda_graph_model_gives_the_eager_results(bikes_path):
-    """accel="auto" (the default on a GPU) runs the model as a CUDA graph: same detections."""
+@pytest.mark.parametrize("decoder", ["nvdec", "pyav"])
+def test_cuda_graph_model_gives_the_eager_results(bikes_path, decoder):
+    """accel="auto" (the default on a GPU) runs the model as a CUDA graph: same detections, to
+    within one FP16 step of the scores (4.9e-4 below 1.0; on PyAV's frames the two differed by
+    that much on an H200, on NVDEC's not at all)."""
     import torch
 
     runs = {}
     for accel in ("none", "auto"):
-        run = vidpipe.detect(bikes_path, device="cuda", batch_size=16, max_frames=40, accel=accel)
+        run = vidpipe.detect(bikes_path, device="cuda", batch_size=16, max_frames=40, accel=accel, decoder=decoder)
         runs[accel] = [(r.index, r.detections.cpu()) for r in run]
         assert run.summary().frames == 40
     assert [i for i, _ in runs["auto"]] == [i for i, _ in runs["none"]] == list(range(40))
     assert sum(len(d) for _, d in runs["none"]) > 0
     for (_, a), (_, b) in zip(runs["none"], runs["auto"]):
         assert len(a) == len(b) and torch.equal(a.class_ids, b.class_ids)
-        assert torch.allclose(a.boxes, b.boxes, atol=1e-3) and torch.allclose(a.scores, b.scores, atol=1e-4)
+        assert torch.allclose(a.boxes, b.boxes, atol=1e-3) and torch.allclose(a.scores, b.scores, atol=5e-4)
 
 
 def test_accel_option_is_validated():

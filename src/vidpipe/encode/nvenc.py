@@ -45,25 +45,46 @@ def _pynvc() -> Any:
     return PyNvVideoCodec
 
 
-def nvenc_unavailable(device: "torch.device | str" = "cuda") -> str | None:
+#: the probe of :func:`nvenc_unavailable`, run in a child process: on an H200, a failed
+#: ``CreateEncoder`` left the calling process's CUDA context unusable (the next PyTorch CUDA call
+#: aborted the process with ``c10::AcceleratorError``)
+_PROBE = """import sys
+try:
+    import PyNvVideoCodec as nvc
+    nvc.CreateEncoder(256, 256, "NV12", False, codec="h264", gpu_id=sys.argv[1])
+except Exception as exc:
+    print(" ".join(str(exc).split())[:300], file=sys.stderr)
+    sys.exit(3)
+"""
+
+
+def nvenc_unavailable(device: "torch.device | str" = "cuda", *, timeout_s: float = 60.0) -> str | None:
     """``None`` when an H.264 NVENC session opens on ``device``, else why not (no CUDA, no
-    PyNvVideoCodec, or a GPU without NVENC: the H100, H200 and A100 have none)."""
+    PyNvVideoCodec, or a GPU without NVENC: the H100, H200 and A100 have none). The session is
+    tried in a child process (see :data:`_PROBE`), about a second."""
+    import subprocess
+    import sys
+
     import torch
 
     dev = torch.device(device)
     if dev.type != "cuda" or not torch.cuda.is_available():
         return "NVENC needs a CUDA device"
     try:
-        nvc = _pynvc()
+        _pynvc()
     except BackendUnavailableError as exc:
         return str(exc)
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    name = torch.cuda.get_device_name(index)
     try:
-        with torch.cuda.device(dev):
-            nvc.CreateEncoder(256, 256, "NV12", False, codec="h264", gpu_id=str(dev.index or 0))
-    except Exception as exc:  # noqa: BLE001 - PyNvVCException: no engine, driver too old, ...
-        name = torch.cuda.get_device_name(dev)
-        return f"{name} cannot open an NVENC session ({' '.join(str(exc).split())[:200]})"
-    return None
+        probe = subprocess.run([sys.executable, "-c", _PROBE, str(index)], capture_output=True, text=True,
+                               timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return f"{name}: opening an NVENC session did not finish within {timeout_s:g} s"
+    if probe.returncode == 0:
+        return None
+    lines = probe.stderr.strip().splitlines()
+    return f"{name} cannot open an NVENC session ({lines[-1] if lines else f'exit code {probe.returncode}'})"
 
 
 def i420_to_nv12(planes: "torch.Tensor", height: int, width: int) -> "torch.Tensor":
@@ -97,8 +118,10 @@ class NvencEncoder:
                  options: Mapping[str, str] | None = None) -> None:  # fmt: skip
         import torch
 
-        if not torch.cuda.is_available():
-            raise BackendUnavailableError(f"codec={codec!r}: NVENC needs a CUDA device; use codec='libx264'")
+        why = nvenc_unavailable("cuda")  # (never a failing CreateEncoder in this process)
+        if why is not None:
+            raise BackendUnavailableError(f"codec={codec!r}: {why}; H100, H200 and A100 GPUs have no NVENC: "
+                                          "use codec='libx264'")
         nvc = _pynvc()
         self.codec: Codec = NVENC_CODECS[codec]
         self.width, self.height = width, height
