@@ -223,3 +223,21 @@ def test_out_of_memory_backs_off_to_smaller_batches(make_clip, caplog):
     assert max(b for b in model.batches if b <= 2) == 2 and 4 in model.batches
     assert run.summary().stats["model_batch_limit"] == 2
     assert "out of memory" in caplog.text
+
+
+def test_time_to_first_result_counts_from_the_call(bikes_path):
+    """``stats["first_result_s"]``: from ``vidpipe.detect``'s call (the model's loading
+    included) to the first result handed over; shown in the summary's text."""
+    import time
+
+    t0 = time.monotonic()
+    run = vidpipe.detect(bikes_path, device="cpu", max_frames=8, batch_size=4)
+    results = iter(run)
+    first = next(results)
+    waited = time.monotonic() - t0
+    rest = list(results)
+    assert first.index == 0 and len(rest) == 7
+    s = run.summary()
+    assert 0 < s.stats["first_result_s"] <= waited
+    assert s.stats["first_result_s"] > (run.created_mono - t0)  # the model's loading is in it
+    assert f"first result {s.stats['first_result_s']:.2f} s after the call" in s.format_text()

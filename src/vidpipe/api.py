@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -127,6 +128,7 @@ def detect(
         for frame in vidpipe.detect("street.mp4", classes="person,bicycle"):
             print(frame.index, frame.pts, frame.labels())
     """
+    called = time.monotonic()
     from vidpipe.pipeline import DetectionRun, PipelineConfig
     from vidpipe.sources.spec import classify_inputs
 
@@ -182,4 +184,4 @@ def detect(
         names=names,
         head=head,
     )
-    return DetectionRun(specs, detector, config, failed=failed, stages=stages)
+    return DetectionRun(specs, detector, config, failed=failed, stages=stages, called_mono=called)

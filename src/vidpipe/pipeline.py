@@ -29,7 +29,6 @@ import os
 import threading
 import time
 from collections.abc import Generator, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vidpipe.batching.batcher import END, Batcher
@@ -80,6 +79,8 @@ class DetectionRun:
             counting, ...), run in this order on each stream's results before they are yielded.
             When one has ``needs_frames``, the run keeps the decoded frames
             (``config.keep_frames``, see :class:`PipelineConfig`): ``FrameResult.image``.
+        called_mono: ``time.monotonic()`` when the caller asked for the run (``vidpipe.detect``
+            passes its start, so ``first_result_s`` counts loading the model); default: now.
     """
 
     def __init__(
@@ -91,6 +92,7 @@ class DetectionRun:
         failed: "Sequence[tuple[str, str]]" = (),
         keep_alive: bool = False,
         stages: "Sequence[Stage]" = (),
+        called_mono: float | None = None,
     ) -> None:
         from vidpipe.pipeline_memory import RunMemory
         from vidpipe.stages.runner import StageRunner
@@ -126,6 +128,9 @@ class DetectionRun:
         self._closed = False  # nothing more is delivered
         self._finalized = threading.Event()
         self.created_mono = time.monotonic()
+        # when the caller asked for the run (vidpipe.detect's start: loading the model counts)
+        self.called_mono = called_mono if called_mono is not None else self.created_mono
+        self.first_result_mono: float | None = None
         self.started_at: float | None = None
         self.finished_at: float | None = None
         self.stats = PipelineStats(self.device)
@@ -239,6 +244,14 @@ class DetectionRun:
         return self.infer.batch_limit
 
     @property
+    def first_result_s(self) -> float | None:
+        """Seconds from the call that made the run (``vidpipe.detect``: the model's loading
+        included) to the first result handed over; ``None`` before it."""
+        if self.first_result_mono is None:
+            return None
+        return self.first_result_mono - self.called_mono
+
+    @property
     def warmup_s(self) -> float:
         """Seconds of warm-up before the clock started: the GPU's (0 on the CPU), then the
         stages' (a helper process's start not yet done)."""
@@ -288,6 +301,8 @@ class DetectionRun:
         return True
 
     def _count(self, results: "Sequence[FrameResult]") -> None:
+        if self.first_result_mono is None and results:
+            self.first_result_mono = time.monotonic()
         for r in results:
             st = self.states[r.meta.stream_id]
             st.frames += 1

@@ -107,6 +107,7 @@ def run_summary(run: "DetectionRun", *, outputs: "Sequence[str]" = ()) -> "RunSu
         "batch_timeout_s": run.batch_timeout,
         "model_batch_limit": run.model_batch_limit,  # set after an out-of-memory back-off
         "warmup_s": run.warmup_s,
+        "first_result_s": None if run.first_result_s is None else round(run.first_result_s, 3),
     }
     memory = run.memory.report()  # max_gpu_memory's plan and the allocator's peaks (GPU only)
     if memory is not None:

@@ -271,6 +271,11 @@ class RunSummary:
             lines.append(", ".join(where))
         if self.backends:
             lines.append("backends: " + ", ".join(f"{k}={v}" for k, v in self.backends.items()))
+        first = self.stats.get("first_result_s")
+        if first is not None:
+            warm = self.stats.get("warmup_s") or 0.0
+            lines.append(f"first result {first:.2f} s after the call (model loaded, "
+                         + (f"{warm:.2f} s of GPU warm-up, " if warm >= 0.005 else "") + "first frames decoded)")
         for s in self.sources:
             if s.decoder_reason and not s.decoder_reason.startswith(_PLAIN_REASONS):
                 lines.append(f"  {s.source}: {s.decoder} ({s.decoder_reason})")
