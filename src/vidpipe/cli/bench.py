@@ -1,4 +1,4 @@
-"""``vidpipe bench decode|e2e|images|streams|soak``: vidpipe and its peers, measured in one run on one input.
+"""``vidpipe bench decode|e2e|images|streams|soak|startup``: vidpipe and its peers, measured in one run on one input.
 
 Each prints a markdown table and writes ``<out>/bench_<kind>.{md,json,png}``.
 """
@@ -114,6 +114,16 @@ def add_parser(sub, common) -> None:
     s.add_argument("--cache-dir", metavar="DIR", default=None, help=CACHE_HELP)
     s.set_defaults(func=run_streams)
 
+    u = kinds.add_parser("startup", parents=[common],
+                         help="start-up: `vidpipe detect` in fresh processes beside PyTorch's own start (the floor)")
+    u.add_argument("input", nargs="?", default=None, metavar="INPUT",
+                   help="the video (default: the bundled street clip)")
+    u.add_argument("--device", default="auto")
+    u.add_argument("--decoder", default="auto", help="passed to vidpipe detect (default: %(default)s)")
+    u.add_argument("--repeat", type=_positive_int, default=3, help="runs of each, alternating (default: %(default)s)")
+    u.add_argument("--out", default="bench-out", help="folder for the report (default: %(default)s)")
+    u.set_defaults(func=run_startup, cache_dir=None)
+
     from vidpipe.cli._soak_args import add_soak_parser
 
     add_soak_parser(kinds, common)
@@ -178,6 +188,13 @@ def run_images(args: argparse.Namespace) -> int:
         work_dir=args.cache_dir,
     )
     return _show(result, args, "bench_images")
+
+
+def run_startup(args: argparse.Namespace) -> int:
+    from vidpipe.bench.startup import run_startup_bench
+
+    result = run_startup_bench(args.input, device=args.device, repeat=args.repeat, decoder=args.decoder)
+    return _show(result, args, "bench_startup")
 
 
 def _encoder_option(text: str) -> tuple[str, str]:

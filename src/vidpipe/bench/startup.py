@@ -1,0 +1,132 @@
+"""``vidpipe bench startup``: what a user waits for from typing the command to its last line, each
+time in a fresh process, beside PyTorch's own start on the same machine (the floor).
+
+Rows (each run ``repeat`` times, alternating, medians reported):
+
+- ``floor``: ``python -c "import torch; torch.zeros(1, device=D)"`` (on a GPU: importing PyTorch
+  and starting CUDA, which every PyTorch program pays);
+- ``vidpipe-detect``: ``vidpipe detect INPUT --device D`` (the bundled street clip unless an input
+  is given), a table written to a temporary folder: its wall time, and from its summary the time
+  to the first result (from ``vidpipe.detect``'s call), the GPU warm-up, the run's own seconds and
+  the decoder ``auto`` chose.
+
+Target (issue 10, on a GPU): the command's wall time within the floor + 2 s (medians).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from vidpipe.bench.report import VideoBenchResult
+
+__all__ = ["run_startup_bench", "StartupResult", "STARTUP_TARGET_S"]
+
+#: seconds over the floor the command may take (issue 10: ``bikes.mp4`` within floor + 2 s)
+STARTUP_TARGET_S = 2.0
+COLUMNS = ["input", "peer", "wall_s", "over_floor_s", "first_result_s", "warmup_s", "run_s", "frames", "decoder",
+           "runs_s"]
+HEADERS = {"wall_s": "wall s (median)", "over_floor_s": "over the floor s", "first_result_s": "first result s",
+           "warmup_s": "GPU warm-up s", "run_s": "run s", "runs_s": "each run's wall s"}
+
+
+def _timed(cmd: list[str], *, timeout_s: float, env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess]:
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+    return time.perf_counter() - t0, p
+
+
+def run_startup_bench(input_path: str | os.PathLike | None = None, *, device: str = "auto", repeat: int = 3,
+                      decoder: str = "auto", timeout_s: float = 300.0) -> VideoBenchResult:  # fmt: skip
+    """Measure the floor and ``vidpipe detect`` on ``input_path`` in fresh processes.
+
+    Raises:
+        RuntimeError: a command failed (its stderr's last lines in the message).
+    """
+    from vidpipe.data import sample_video
+    from vidpipe.device import resolve_device
+    from vidpipe.lifetime.keeper import python_env
+
+    dev = resolve_device(device)
+    path = Path(input_path) if input_path is not None else sample_video()
+    env = python_env()
+    floor_cmd = [sys.executable, "-c", f"import torch; torch.zeros(1, device={str(dev)!r})"]
+    floors: list[float] = []
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="vidpipe-startup-") as tmp:
+        for i in range(repeat):
+            wall, p = _timed(floor_cmd, timeout_s=timeout_s, env=env)
+            _check(p, "the floor")
+            floors.append(wall)
+            out = Path(tmp) / f"run{i}.csv"
+            cmd = [sys.executable, "-m", "vidpipe", "detect", str(path), "--device", str(dev), "--decoder", decoder,
+                   "--progress", "off", "-o", str(out)]
+            wall, p = _timed(cmd, timeout_s=timeout_s, env=env)
+            _check(p, "vidpipe detect")
+            summary = json.loads(Path(f"{out}.meta.json").read_text())["summary"]
+            runs.append({"wall": wall, "summary": summary})
+    floor = statistics.median(floors)
+    wall = statistics.median(r["wall"] for r in runs)
+    stats = [r["summary"]["stats"] for r in runs]
+    decoders = sorted({s["decoder"] for r in runs for s in r["summary"]["sources"] if s.get("decoder")})
+    name = path.name
+    rows = [
+        {"input": name, "peer": "floor", "wall_s": round(floor, 2), "over_floor_s": 0.0,
+         "runs_s": " / ".join(f"{w:.2f}" for w in floors), "note": "python -c 'import torch; torch.zeros(1)'"},
+        {"input": name, "peer": "vidpipe-detect", "wall_s": round(wall, 2), "over_floor_s": round(wall - floor, 2),
+         "first_result_s": _median(s.get("first_result_s") for s in stats),
+         "warmup_s": _median(s.get("warmup_s") for s in stats),
+         "run_s": _median(r["summary"].get("seconds") for r in runs),
+         "frames": runs[-1]["summary"].get("frames"), "decoder": ",".join(decoders),
+         "runs_s": " / ".join(f"{r['wall']:.2f}" for r in runs), "note": f"vidpipe detect --device {dev}"},
+    ]
+    targets = {name: {"over_floor_s": round(wall - floor, 2), "target_s": STARTUP_TARGET_S,
+                      "within_floor_plus_2s": wall - floor <= STARTUP_TARGET_S}}
+    machine = _machine(dev)
+    return StartupResult(rows=rows, inputs=[{"name": name, "path": str(path), "describe": str(path)}],
+                            machine=machine, targets=targets, title="Start-up: a user's command against PyTorch's floor",
+                            columns=COLUMNS, headers=HEADERS, formats={}, highlight=("vidpipe-detect",),
+                            name="bench_startup")  # fmt: skip
+
+
+class StartupResult(VideoBenchResult):
+    """The start-up report; its chart is the wall seconds of each row."""
+
+    def write(self, out_dir: str | Path, name: str | None = None) -> dict[str, Path]:
+        from vidpipe.bench.report import write_report
+
+        notes = [f"{k}: {v}" for k, v in self.machine.items()] + [f"targets {k}: {v}" for k, v in self.targets.items()]
+        return write_report(out_dir, name or self.name, [{**r, "label": r["peer"]} for r in self.rows],
+                            title=self.title, label="label", value="wall_s", unit="s", columns=self.columns,
+                            headers=self.headers, notes=notes, highlight=list(self.highlight),
+                            meta={"inputs": self.inputs, "machine": self.machine, "targets": self.targets})
+
+
+def _median(values: Any) -> float | None:
+    got = [float(v) for v in values if isinstance(v, (int, float))]
+    return round(statistics.median(got), 3) if got else None
+
+
+def _check(p: subprocess.CompletedProcess, what: str) -> None:
+    if p.returncode != 0:
+        tail = " | ".join(p.stderr.strip().splitlines()[-3:])
+        raise RuntimeError(f"bench startup: {what} failed (exit code {p.returncode}): {tail}")
+
+
+def _machine(dev: Any) -> dict[str, Any]:
+    import platform
+
+    import torch
+
+    info: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
+                            "cpu_count": os.cpu_count()}  # fmt: skip
+    if dev.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(dev)
+    return info

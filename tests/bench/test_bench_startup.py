@@ -1,0 +1,25 @@
+"""``vidpipe bench startup``, run as a user runs it: fresh processes, the floor beside the command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from media import make_video
+
+
+def test_startup_bench_times_the_command_against_the_floor(tmp_path):
+    clip = make_video(tmp_path / "clip.mp4", width=160, height=96, frames=12, fps=12)
+    p = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "startup", str(clip.path), "--device", "cpu",
+                        "--repeat", "1", "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    report = json.loads((tmp_path / "out" / "bench_startup.json").read_text())
+    floor, detect = report["rows"]
+    assert (floor["peer"], detect["peer"]) == ("floor", "vidpipe-detect")
+    assert 0 < floor["wall_s"] and detect["frames"] == 12 and detect["decoder"] == "pyav"
+    assert 0 < detect["first_result_s"] < detect["wall_s"]  # the summary's own time is inside the command's
+    assert detect["over_floor_s"] == round(detect["wall_s"] - floor["wall_s"], 2)
+    assert report["meta"]["targets"]["clip.mp4"]["target_s"] == 2.0
+    assert (tmp_path / "out" / "bench_startup.png").stat().st_size > 0
+    assert "vidpipe-detect" in p.stdout
