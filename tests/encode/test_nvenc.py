@@ -166,3 +166,11 @@ def test_nvenc_on_this_gpu_writes_a_file_or_says_why_not(tmp_path):
             w.write(torch.from_numpy(rgb).permute(2, 0, 1).cuda(), pts=t)
     got = decoded(out)
     assert len(got) == len(frames) and min(psnr(a, b) for (a, _), (b, _) in zip(frames, got)) >= 30
+
+
+def test_nvenc_is_not_sent_to_an_encoder_process(tmp_path):
+    from vidpipe.encode.process import ProcessVideoWriter
+    from vidpipe.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="NVENC encodes frames on the GPU in the process that has them"):
+        ProcessVideoWriter(tmp_path / "x.mp4", width=64, height=64, fps=25, codec="hevc_nvenc")

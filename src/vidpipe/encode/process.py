@@ -33,6 +33,7 @@ from vidpipe.encode.child import END, FRAME, HEADER
 from vidpipe.encode.targets import parse_target
 from vidpipe.encode._handoff import STOP, Handoff
 from vidpipe.encode._output import check_writer_args, checked_frame, checked_planes
+from vidpipe.encode.nvenc import NVENC_CODECS
 from vidpipe.encode.yuv import matrix_for_height, rgb_to_yuv420
 from vidpipe.errors import ConfigError, SinkError
 from vidpipe.lifetime.keeper import Keeper, python_env
@@ -80,6 +81,9 @@ class ProcessVideoWriter:
     ) -> None:
         if isinstance(nice, bool) or not isinstance(nice, int) or not 0 <= nice <= 19:
             raise ConfigError(f"nice={nice!r}: expected a whole number from 0 to 19")
+        if codec in NVENC_CODECS:
+            raise ConfigError(f"codec={codec!r}: NVENC encodes frames on the GPU in the process that has them; "
+                              "use VideoWriter")
         self.width, self.height, self.fps, self.queue_frames = check_writer_args(
             width=width, height=height, fps=fps, codec=codec, queue_frames=queue_frames, timeout_s=timeout_s)
         if options is not None and any(not isinstance(k, str) or not isinstance(v, str) for k, v in options.items()):
