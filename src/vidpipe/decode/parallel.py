@@ -147,6 +147,13 @@ class SegmentParallelDecoder(Decoder):
 
     # ----------------------------------------------------------------------------- counters
 
+    def prepare(self, plan: DecodePlan) -> None:
+        """Decode ``plan``'s segments through the segment code without iterating this decoder
+        (a decoder process's side of :mod:`vidpipe.decode.procworker`): the plan set, the
+        counters at zero."""
+        self.plan = plan
+        self._reset_counters()
+
     def _reset_counters(self) -> None:
         self.frames_decoded = 0
         self.frames_delivered = 0

@@ -213,8 +213,7 @@ def _decoder(spec: dict) -> Any:
         dec = PyAVParallelDecoder(info, device="cpu", workers=spec["sessions"], threads=spec.get("threads"), **common)
     else:
         raise ValueError(f"unknown decoder kind {kind!r}")
-    dec.plan = plan
-    dec._reset_counters()
+    dec.prepare(plan)
     return dec
 
 
