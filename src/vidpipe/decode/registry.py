@@ -172,7 +172,8 @@ def select_backend(
     strict_gpu: bool = False,
     frames: int | None = None,
 ) -> BackendChoice:
-    """Choose the backend that decodes ``info`` on ``device`` (no CUDA call is made here).
+    """Choose the backend that decodes ``info`` on ``device`` (no CUDA call is made here but, for
+    the short-file rule, asking which CUDA device is current).
 
     ``frames``: how many frames will be decoded, when this stream is its run's only input; with
     ``"auto"`` a short file is then read with PyAV where NVDEC's start would cost more than it
