@@ -16,6 +16,7 @@ libx264 streams do), a keyframe every ``gop`` frames, and PyNvVideoCodec's defau
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
 from fractions import Fraction
@@ -61,10 +62,7 @@ except Exception as exc:
 def nvenc_unavailable(device: "torch.device | str" = "cuda", *, timeout_s: float = 60.0) -> str | None:
     """``None`` when an H.264 NVENC session opens on ``device``, else why not (no CUDA, no
     PyNvVideoCodec, or a GPU without NVENC: the H100, H200 and A100 have none). The session is
-    tried in a child process (see :data:`_PROBE`), about a second."""
-    import subprocess
-    import sys
-
+    tried in a child process (see :data:`_PROBE`), about a second, once per GPU and process."""
     import torch
 
     dev = torch.device(device)
@@ -75,7 +73,16 @@ def nvenc_unavailable(device: "torch.device | str" = "cuda", *, timeout_s: float
     except BackendUnavailableError as exc:
         return str(exc)
     index = dev.index if dev.index is not None else torch.cuda.current_device()
-    name = torch.cuda.get_device_name(index)
+    return _probe(index, torch.cuda.get_device_name(index), timeout_s)
+
+
+@functools.lru_cache(maxsize=None)
+def _probe(index: int, name: str, timeout_s: float) -> str | None:
+    """The child's answer for GPU ``index``, asked once per process (a GPU's encoder does not come
+    and go; each stream's writer would otherwise wait a second for it)."""
+    import subprocess
+    import sys
+
     try:
         probe = subprocess.run([sys.executable, "-c", _PROBE, str(index)], capture_output=True, text=True,
                                timeout=timeout_s)
