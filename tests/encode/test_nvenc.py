@@ -76,25 +76,26 @@ def test_pictures_keyframes_and_parameter_sets_of_a_real_bitstream(codec, encode
     assert access_units(b"", codec) == [] and parameter_sets(packets[1], codec) == b""
 
 
-class _X264InNvencsPlace:
-    """libx264 through PyAV with NVENC's interface (:class:`vidpipe.encode.nvenc.NvencEncoder`):
+class _X26xInNvencsPlace:
+    """libx264 (libx265 for HEVC) through PyAV with NVENC's interface (:class:`vidpipe.encode.nvenc.NvencEncoder`):
     I420 planes in, Annex-B pictures out, the parameter sets as ``sequence``, pictures held
     back and returned late (as NVENC's output delay does), all on the CPU."""
 
     instances: list = []
 
     def __init__(self, *, width, height, codec, fps, gop, options=None):
-        assert codec == "h264_nvenc"
-        self.codec, self.device, self.width, self.height = "h264", torch.device("cpu"), width, height
+        self.codec, self.device, self.width, self.height = codec.removesuffix("_nvenc"), torch.device("cpu"), width, height
         self.gop = gop
-        ctx = av.CodecContext.create("libx264", "w")
+        x265 = self.codec == "hevc"
+        ctx = av.CodecContext.create("libx265" if x265 else "libx264", "w")
         ctx.width, ctx.height, ctx.pix_fmt, ctx.time_base, ctx.gop_size = width, height, "yuv420p", Fraction(1, 90000), gop
-        ctx.options = {"preset": "ultrafast", "bf": "0", "crf": "12", "rc-lookahead": "3", **(options or {})}
+        ctx.options = ({"preset": "ultrafast", "crf": "12", "x265-params": "bframes=0:rc-lookahead=3:log-level=error"}
+                       if x265 else {"preset": "ultrafast", "bf": "0", "crf": "12", "rc-lookahead": "3"})
         ctx.flags |= av.codec.context.Flags.global_header  # the header apart, as GetSequenceParams() gives it
         ctx.open()
         self._ctx, self.sequence, self._n = ctx, bytes(ctx.extradata), 0
         self.calls: list[int] = []
-        _X264InNvencsPlace.instances.append(self)
+        _X26xInNvencsPlace.instances.append(self)
 
     def encode(self, planes, ready=None):
         assert ready is None and planes.device.type == "cpu"
@@ -108,26 +109,27 @@ class _X264InNvencsPlace:
         return [bytes(p) for p in self._ctx.encode(None)]
 
 
-@pytest.mark.parametrize("suffix", [".mp4", ".mkv", ".ts"])
-def test_the_nvenc_path_muxes_each_picture_with_its_time_and_the_audio(monkeypatch, tmp_path, suffix):
-    monkeypatch.setattr(writer, "NvencEncoder", _X264InNvencsPlace)
-    _X264InNvencsPlace.instances.clear()
+@pytest.mark.parametrize(("suffix", "codec"), [(".mp4", "h264_nvenc"), (".mkv", "h264_nvenc"), (".ts", "h264_nvenc"),
+                                               (".mp4", "hevc_nvenc")])
+def test_the_nvenc_path_muxes_each_picture_with_its_time_and_the_audio(monkeypatch, tmp_path, suffix, codec):
+    monkeypatch.setattr(writer, "NvencEncoder", _X26xInNvencsPlace)
+    _X26xInNvencsPlace.instances.clear()
     src = make_video(tmp_path / "in.mp4", width=320, height=240, frames=60, fps=25, bframes=0, crf=12)
     with_audio = with_g711(src.path, tmp_path / "in.mov")
     frames = decoded(src.path)
     times = [0.0, 0.04, 0.1, *[0.1 + 0.04 * i for i in range(1, 58)]]  # a variable rate
     out = tmp_path / f"out{suffix}"
-    with VideoWriter(out, width=320, height=240, fps=25, codec="h264_nvenc", audio_from=str(with_audio)) as w:
+    with VideoWriter(out, width=320, height=240, fps=25, codec=codec, audio_from=str(with_audio)) as w:
         for (rgb, _), t in zip(frames, times):
             w.write(torch.from_numpy(rgb).permute(2, 0, 1), pts=t)
     rep = w.report()
-    enc = _X264InNvencsPlace.instances[-1]
+    enc = _X26xInNvencsPlace.instances[-1]
     assert enc.calls[0] == 0, "the stand-in holds pictures back, as NVENC does"
-    assert rep["frames"] == len(times) and rep["codec"] == "h264_nvenc" and rep["device_yuv"] == len(times)
+    assert rep["frames"] == len(times) and rep["codec"] == codec and rep["device_yuv"] == len(times)
     assert rep["audio"] in ("copy", "aac") and rep["audio_packets"] > 0
     with av.open(str(out)) as f:
         v = f.streams.video[0]
-        assert (v.codec_context.name, v.width, v.height) == ("h264", 320, 240)
+        assert (v.codec_context.name, v.width, v.height) == (enc.codec, 320, 240)
         assert f.streams.audio, "the source's audio is in the output"
         packets = [p for p in f.demux(v) if p.size]
         keys = [i for i, p in enumerate(packets) if p.is_keyframe]
