@@ -77,18 +77,20 @@ def test_pictures_keyframes_and_parameter_sets_of_a_real_bitstream(codec, encode
 
 
 class _X26xInNvencsPlace:
-    """libx264 (libx265 for HEVC) through PyAV with NVENC's interface (:class:`vidpipe.encode.nvenc.NvencEncoder`):
-    I420 planes in, Annex-B pictures out, the parameter sets as ``sequence``, pictures held
+    """libx264 (libx265 for HEVC) through PyAV with NVENC's interface
+    (:class:`vidpipe.encode.nvenc.NvencEncoder`): I420 planes in, Annex-B pictures out, the parameter sets as ``sequence``, pictures held
     back and returned late (as NVENC's output delay does), all on the CPU."""
 
     instances: list = []
 
     def __init__(self, *, width, height, codec, fps, gop, options=None):
-        self.codec, self.device, self.width, self.height = codec.removesuffix("_nvenc"), torch.device("cpu"), width, height
+        self.codec, self.device = codec.removesuffix("_nvenc"), torch.device("cpu")
+        self.width, self.height = width, height
         self.gop = gop
         x265 = self.codec == "hevc"
         ctx = av.CodecContext.create("libx265" if x265 else "libx264", "w")
-        ctx.width, ctx.height, ctx.pix_fmt, ctx.time_base, ctx.gop_size = width, height, "yuv420p", Fraction(1, 90000), gop
+        ctx.width, ctx.height, ctx.pix_fmt = width, height, "yuv420p"
+        ctx.time_base, ctx.gop_size = Fraction(1, 90000), gop
         ctx.options = ({"preset": "ultrafast", "crf": "12", "x265-params": "bframes=0:rc-lookahead=3:log-level=error"}
                        if x265 else {"preset": "ultrafast", "bf": "0", "crf": "12", "rc-lookahead": "3"})
         ctx.flags |= av.codec.context.Flags.global_header  # the header apart, as GetSequenceParams() gives it

@@ -91,7 +91,8 @@ def run_startup_bench(input_path: str | os.PathLike | None = None, *, device: st
                       "within_floor_plus_2s": wall - floor <= STARTUP_TARGET_S}}
     machine = _machine(dev)
     return StartupResult(rows=rows, inputs=[{"name": name, "path": str(path), "describe": str(path)}],
-                            machine=machine, targets=targets, title="Start-up: a user's command against PyTorch's floor",
+                            machine=machine, targets=targets,
+                            title="Start-up: a user's command against PyTorch's floor",
                             columns=COLUMNS, headers=HEADERS, formats={}, highlight=("vidpipe-detect",),
                             name="bench_startup")  # fmt: skip
 
