@@ -23,3 +23,9 @@ def test_startup_bench_times_the_command_against_the_floor(tmp_path):
     assert report["meta"]["targets"]["clip.mp4"]["target_s"] == 2.0
     assert (tmp_path / "out" / "bench_startup.png").stat().st_size > 0
     assert "vidpipe-detect" in p.stdout
+
+
+def test_a_missing_input_is_a_clear_error(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "startup", str(tmp_path / "nope.mp4"), "--device",
+                        "cpu", "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "bench startup: no such file" in p.stderr and "internal error" not in p.stderr

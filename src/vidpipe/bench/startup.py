@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from vidpipe.bench.report import VideoBenchResult
+from vidpipe.errors import SourceError, VidpipeError
 
 __all__ = ["run_startup_bench", "StartupResult", "STARTUP_TARGET_S"]
 
@@ -48,7 +49,8 @@ def run_startup_bench(input_path: str | os.PathLike | None = None, *, device: st
     """Measure the floor and ``vidpipe detect`` on ``input_path`` in fresh processes.
 
     Raises:
-        RuntimeError: a command failed (its stderr's last lines in the message).
+        SourceError: ``input_path`` is not a file.
+        VidpipeError: a command failed (its stderr's last lines in the message).
     """
     from vidpipe.data import sample_video
     from vidpipe.device import resolve_device
@@ -56,6 +58,8 @@ def run_startup_bench(input_path: str | os.PathLike | None = None, *, device: st
 
     dev = resolve_device(device)
     path = Path(input_path) if input_path is not None else sample_video()
+    if not path.is_file():
+        raise SourceError(f"bench startup: no such file: {path}")
     env = python_env()
     floor_cmd = [sys.executable, "-c", f"import torch; torch.zeros(1, device={str(dev)!r})"]
     floors: list[float] = []
@@ -118,7 +122,7 @@ def _median(values: Any) -> float | None:
 def _check(p: subprocess.CompletedProcess, what: str) -> None:
     if p.returncode != 0:
         tail = " | ".join(p.stderr.strip().splitlines()[-3:])
-        raise RuntimeError(f"bench startup: {what} failed (exit code {p.returncode}): {tail}")
+        raise VidpipeError(f"bench startup: {what} failed (exit code {p.returncode}): {tail}")
 
 
 def _machine(dev: Any) -> dict[str, Any]:
