@@ -249,7 +249,8 @@ def _nvenc(state: dict[str, Any]) -> list[Check]:
     if why is None:
         return [Check("NVENC", True, "h264 encoder session opened: --annotate-codec h264_nvenc / hevc_nvenc "
                       "(not verified by vidpipe's tests on NVENC hardware)", "nvenc")]
-    return [Check("NVENC", False, f"library present, no NVENC hardware: {why}", "nvenc")]  # H100/H200/A100
+    return [Check("NVENC", False, f"library present, no session opens (H100, H200 and A100 have no NVENC): {why}",
+                  "nvenc")]
 
 
 def _nvjpeg(state: dict[str, Any]) -> list[Check]:
