@@ -549,5 +549,5 @@ class NvdecDecoder(SegmentParallelDecoder):
             raise
         return pool
 
-    def _process_spec(self) -> dict:
+    def _process_settings(self) -> dict:
         return {"device": str(self.device), "fallback": self.fallback_factory is not None}

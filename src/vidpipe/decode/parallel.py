@@ -355,8 +355,9 @@ class SegmentParallelDecoder(Decoder):
         ``None`` to use threads here (the default; see :class:`~vidpipe.decode.nvdec.NvdecDecoder`)."""
         return None
 
-    def _process_spec(self) -> dict:
-        """Backend settings the decoder processes need besides the plan."""
+    def _process_settings(self) -> dict:
+        """The backend's fields of :class:`~vidpipe.decode.procjob.ProcessJob` (the settings a
+        decoder process needs besides the plan)."""
         return {}
 
     def _run_in_processes(self, pool: Any, plan: DecodePlan, batch_size: int, window: int) -> Iterator[FrameBatch]:
@@ -369,7 +370,7 @@ class SegmentParallelDecoder(Decoder):
             self.info.source, self.name, plan.total, len(plan.segments), self.workers, pool.size,
         )  # fmt: skip
         try:
-            yield from run_processes(self, plan, pool, self.process_kind, batch_size, window, self._process_spec())
+            yield from run_processes(self, plan, pool, self.process_kind, batch_size, window, self._process_settings())
         finally:
             pool.unlock()
             self._finish_errors()
@@ -542,5 +543,5 @@ class PyAVParallelDecoder(SegmentParallelDecoder):
         pool = get_pool(self.buffer_device, self.processes, start=True)
         return pool if pool is not None and pool.try_lock() else None
 
-    def _process_spec(self) -> dict:
+    def _process_settings(self) -> dict:
         return {"threads": self.threads}

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from vidpipe.decode.assemble import RowBatcher, Written
 from vidpipe.decode.procdispatch import Dispatch
+from vidpipe.decode.procjob import ProcessJob
 from vidpipe.decode.reorder import ReorderBuffer
 from vidpipe.errors import DecodeError
 from vidpipe.types import FrameBatch, FrameMeta
@@ -56,11 +57,11 @@ _jobs = iter(range(1, 1 << 62))
 
 def run_processes(
     dec: "SegmentParallelDecoder", plan: "DecodePlan", pool: "DecoderProcessPool", kind: str,
-    batch_size: int, window: int, spec: dict,
+    batch_size: int, window: int, settings: dict[str, Any],
 ) -> Iterator[FrameBatch]:  # fmt: skip
     """Decode ``plan`` with the pool's children (``dec.workers`` sessions spread over them) and
-    yield its batches in order; see the module docstring. ``spec`` holds the job settings the
-    children need besides the plan (``sessions``, ``fallback``, ...)."""
+    yield its batches in order; see the module docstring. ``settings``: the backend's fields of
+    :class:`~vidpipe.decode.procjob.ProcessJob` (``device``, ``fallback``, ``threads``)."""
 
     from vidpipe.decode.gpu_buffers import ring_with_backoff
 
@@ -88,12 +89,13 @@ def run_processes(
     state["stop"] = False
     stopping = threading.Lock()  # the consumer stopping vs. the receiver handing out a dead child's work
 
-    def spec_of(sessions: int) -> dict:
-        return {**spec, "job": job, "kind": kind, "info": dec.info, "plan": plan, "options": dec.options,
-                "stream_id": dec.stream_id, "batch_size": batch_size, "ring": ring.id, "sessions": sessions}  # fmt: skip
+    def job_of(sessions: int) -> ProcessJob:
+        return ProcessJob(id=job, kind=kind, info=dec.info, plan=plan, options=dec.options,  # type: ignore[arg-type]
+                          stream_id=dec.stream_id, batch_size=batch_size, ring=ring.id, sessions=sessions,
+                          **settings)  # fmt: skip
 
     for i in live:
-        pool.send(i, ("job", spec_of(per)))
+        pool.send(i, ("job", job_of(per)))
     for _ in range(per + 1):
         for i in live:
             dispatch.give(i)
@@ -149,7 +151,7 @@ def run_processes(
             dispatch.end_if_done()
             return f"decoder process(es) {', '.join(map(str, others))}"
         if not local:
-            local.append(_run_here(dispatch.rest(), spec_of(dec.workers), ring, handle, n, state["freed"]))
+            local.append(_run_here(dispatch.rest(), job_of(dec.workers), ring, handle, n, state["freed"]))
         return "threads in this process"
 
     def receive() -> None:
@@ -238,22 +240,22 @@ def run_processes(
         dec.note_ring_bytes(ring.nbytes)
 
 
-def _run_here(segments: list[tuple[int, tuple[int, ...]]], spec: dict, ring: "Ring", handle: Any, ident: int,
-              freed: int) -> Any:  # fmt: skip
+def _run_here(segments: list[tuple[int, tuple[int, ...]]], work: ProcessJob, ring: "Ring", handle: Any,
+              ident: int, freed: int) -> Any:  # fmt: skip
     """Decode ``segments`` (``(segment, positions already delivered)``) with threads in this
     process, into the same ring and with the same messages as a child (``handle(ident, msg)``):
     the fallback once every decoder process is gone. Returns the running
     :class:`~vidpipe.decode.procworker.ChildJob` (``free``, ``cancel``)."""
     from vidpipe.decode.procworker import ChildJob
 
-    job = ChildJob(spec, ring.tensors, lambda msg: handle(ident, msg))
+    job = ChildJob(work, ring.tensors, lambda msg: handle(ident, msg))
     job.free(freed)
     for s, have in segments:
         if have:
             job.redo(s, frozenset(have))
         else:
             job.segments.put(s)
-    for _ in range(spec["sessions"]):
+    for _ in range(work.sessions):
         job.segments.put(None)
     threading.Thread(target=job.run, name="vidpipe-phere", daemon=True).start()
     return job

@@ -28,7 +28,10 @@ import os
 import queue
 import sys
 import threading
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from vidpipe.decode.procjob import ProcessJob
 
 __all__ = ["main", "ChildJob"]
 
@@ -44,12 +47,12 @@ class ChildJob:
     the parent) and the batch assembler (``write`` into the shared ring, ``seal``: synchronize
     the session's stream, so the rows are complete before the parent hears of them)."""
 
-    def __init__(self, spec: dict, ring: list[Any], send: Any) -> None:
+    def __init__(self, spec: "ProcessJob", ring: list[Any], send: Any) -> None:
         self.spec = spec
-        self.id = spec["job"]
+        self.id = spec.id
         self.ring = ring
         self.send = send
-        self.batch_size = spec["batch_size"]
+        self.batch_size = spec.batch_size
         self.slots = len(ring)
         self.freed = 0  # batches before this one may be (re)written
         self.cancelled = False
@@ -70,7 +73,7 @@ class ChildJob:
         with self.cond:
             self.cancelled = True
             self.cond.notify_all()
-        for _ in range(self.spec["sessions"]):
+        for _ in range(self.spec.sessions):
             self.segments.put(None)
 
     def writable(self, position: int) -> bool:
@@ -116,7 +119,7 @@ class ChildJob:
         """Decode segments with ``sessions`` threads until the parent says there are no more."""
         threads = [
             threading.Thread(target=self._worker, args=(i,), name=f"vidpipe-pdec{i}", daemon=True)
-            for i in range(self.spec["sessions"])
+            for i in range(self.spec.sessions)
         ]
         for t in threads:
             t.start()
@@ -194,25 +197,23 @@ class _Skipping:
             self.emit(pos, meta, ref, stream)
 
 
-def _decoder(spec: dict) -> Any:
+def _decoder(spec: "ProcessJob") -> Any:
     """The decoder object whose settings and counters the segment code uses (not iterated)."""
-    kind = spec["kind"]
-    info = spec["info"]
-    plan = spec["plan"]
-    common = {"options": spec["options"], "stream_id": spec["stream_id"]}
-    if kind == "nvdec":
+    info, plan = spec.info, spec.plan
+    common = {"options": spec.options, "stream_id": spec.stream_id}
+    if spec.kind == "nvdec":
         from vidpipe.decode.nvdec import NvdecDecoder
 
         dec = NvdecDecoder(
-            info, device=spec["device"], workers=spec["sessions"], fallback=spec["fallback"], index=plan.index,
+            info, device=spec.device, workers=spec.sessions, fallback=spec.fallback, index=plan.index,
             processes=0, **common,
         )  # fmt: skip
-    elif kind == "pyav":
+    elif spec.kind == "pyav":
         from vidpipe.decode.parallel import PyAVParallelDecoder
 
-        dec = PyAVParallelDecoder(info, device="cpu", workers=spec["sessions"], threads=spec.get("threads"), **common)
+        dec = PyAVParallelDecoder(info, device="cpu", workers=spec.sessions, threads=spec.threads, **common)
     else:
-        raise ValueError(f"unknown decoder kind {kind!r}")
+        raise ValueError(f"unknown decoder kind {spec.kind!r}")
     dec.prepare(plan)
     return dec
 
@@ -268,10 +269,10 @@ def serve(conn: Any) -> bool:
         elif kind == "job":
             spec = msg[1]
             try:
-                job = ChildJob(spec, rings[spec["ring"]], send)
+                job = ChildJob(spec, rings[spec.ring], send)
             except BaseException as exc:  # noqa: BLE001 - the parent fails the run with this
-                send(("fail", spec["job"], f"{type(exc).__name__}: {exc}"))
-                send(("done", spec["job"], {}))
+                send(("fail", spec.id, f"{type(exc).__name__}: {exc}"))
+                send(("done", spec.id, {}))
                 job = None
                 continue
             runner = threading.Thread(target=job.run, name="vidpipe-pjob", daemon=True)
@@ -281,7 +282,7 @@ def serve(conn: Any) -> bool:
                 job.redo(msg[2], frozenset(msg[3]))
             elif kind == "seg":
                 if msg[2] is None:
-                    for _ in range(job.spec["sessions"]):
+                    for _ in range(job.spec.sessions):
                         job.segments.put(None)
                 else:
                     job.segments.put(msg[2])
