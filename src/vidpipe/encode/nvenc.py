@@ -83,9 +83,11 @@ def _probe(index: int, name: str, timeout_s: float) -> str | None:
     import subprocess
     import sys
 
+    from vidpipe.lifetime.keeper import python_env
+
     try:
         probe = subprocess.run([sys.executable, "-c", _PROBE, str(index)], capture_output=True, text=True,
-                               timeout=timeout_s)
+                               timeout=timeout_s, env=python_env())  # (PyNvVideoCodec where this process finds it)
     except subprocess.TimeoutExpired:
         return f"{name}: opening an NVENC session did not finish within {timeout_s:g} s"
     if probe.returncode == 0:
