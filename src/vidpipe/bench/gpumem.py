@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["GpuMemory", "gpu_memory", "process_gpu_mib"]
+__all__ = ["GpuMemory", "allocator_state", "gpu_memory", "process_gpu_mib"]
 
 logger = logging.getLogger(__name__)
 
@@ -119,3 +119,27 @@ def _from_nvidia_smi(pids: set[int]) -> float | None:
             except ValueError:
                 pass
     return total if found else None
+
+
+def allocator_state(device: Any) -> tuple[dict[str, float], dict[int, tuple[float, int]]]:
+    """The caching allocator's shape on the CUDA ``device``: ``({"segments": count,
+    "inactive_split_mib": cached free space inside split blocks (fragmentation), "alloc_retries":
+    allocations that had to free the cache and retry}, {segment address: (MiB, CUDA stream)})``.
+
+    ``bench soak`` keeps the second to say which segments are new when the reserve grows (their
+    size and stream point at who allocated them: the default stream ``0`` or a run's stream)."""
+    import torch
+
+    stats = torch.cuda.memory_stats(device)
+    counts = {
+        "segments": float(stats.get("segment.all.current", 0)),
+        "inactive_split_mib": round(stats.get("inactive_split_bytes.all.current", 0) / _MIB, 1),
+        "alloc_retries": float(stats.get("num_alloc_retries", 0)),
+    }
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    segments = {
+        int(seg["address"]): (round(seg["total_size"] / _MIB, 2), int(seg["stream"]))
+        for seg in torch.cuda.memory_snapshot()
+        if seg.get("device", index) == index
+    }
+    return counts, segments

@@ -50,7 +50,8 @@ LABELS = {"rss_mib": "host RSS", "anon_mib": "host anonymous memory", "gpu_proce
           "process and its children (NVML)", "gpu_device_used_mib": "GPU memory used on the device",
           "cuda_allocated_mib": "CUDA allocated by PyTorch", "cuda_reserved_mib": "CUDA reserved by PyTorch"}
 COLUMNS = ["minutes", "runs", "frames", "fps", "rss_mib", "anon_mib", "gpu_process_mib", "gpu_device_used_mib",
-           "cuda_allocated_mib", "cuda_reserved_mib", "threads", "tasks", "fds", "children", "drops", "reconnects"]
+           "cuda_allocated_mib", "cuda_reserved_mib", "cuda_segments", "cuda_inactive_split_mib", "threads", "tasks",
+           "fds", "children", "drops", "reconnects"]
 SAMPLES_FILE = "bench_soak.jsonl"
 
 
@@ -178,7 +179,11 @@ class _SampleLog:
 
 
 def _sample(t0: float, frames: int, last: tuple[float, int], runs: int, cuda: bool, device: Any,
-            run: Any = None) -> dict:
+            run: Any = None, segments: "dict[int, tuple[float, int]] | None" = None) -> dict:
+    """One sample's row. ``segments``: the caching allocator's segments at the previous sample
+    (updated in place): the row gets ``cuda_new_segments``, ``[MiB, stream]`` of each segment
+    since then, and the allocator's counts (``cuda_segments``, ``cuda_inactive_split_mib``,
+    ``cuda_alloc_retries``)."""
     from vidpipe.bench.procstats import snapshot
 
     now = time.monotonic()
@@ -198,6 +203,15 @@ def _sample(t0: float, frames: int, last: tuple[float, int], runs: int, cuda: bo
                            ("cuda_allocated_mib", gm.allocated_mib), ("cuda_reserved_mib", gm.reserved_mib)):
             row[key] = None if value is None else round(value, 1)
         row["gpu_process_source"] = gm.process_source
+        if segments is not None:
+            from vidpipe.bench.gpumem import allocator_state
+
+            counts, now_segments = allocator_state(device)
+            row.update({f"cuda_{k}": v for k, v in counts.items()})
+            if segments:  # a reserve that grew: which segments are new (size, stream)
+                row["cuda_new_segments"] = sorted(v for k, v in now_segments.items() if k not in segments)
+            segments.clear()
+            segments.update(now_segments)
     if run is not None:
         try:
             streams = run.status()["streams"]
@@ -310,10 +324,11 @@ def _soak(sources: list[str], described: list[str], *, minutes: float, interval:
     frames = runs = 0
     last = (t0, 0)
     next_sample = t0 + interval
+    segments: dict[int, tuple[float, int]] = {}
 
     def sample(run: Any = None) -> None:
         nonlocal last, next_sample
-        row = _sample(t0, frames, last, runs, cuda, detector.device, run)
+        row = _sample(t0, frames, last, runs, cuda, detector.device, run, segments)
         rows.append(row)
         log.write({"row": row})
         if on_sample is not None:
@@ -360,7 +375,8 @@ def _result(rows: list[dict], inputs: list[dict], machine: dict, targets: dict) 
         columns=present,
         headers={"gpu_process_mib": "GPU process MiB", "gpu_device_used_mib": "GPU device used MiB",
                  "cuda_allocated_mib": "CUDA allocated MiB", "cuda_reserved_mib": "CUDA reserved MiB",
-                 "rss_mib": "RSS MiB", "anon_mib": "anon MiB"},
-        formats={"minutes": ".2f", "fps": ".0f", **{k: ".1f" for k in MEMORY_KEYS}},
+                 "rss_mib": "RSS MiB", "anon_mib": "anon MiB", "cuda_segments": "CUDA segments",
+                 "cuda_inactive_split_mib": "CUDA split free MiB"},
+        formats={"minutes": ".2f", "fps": ".0f", "cuda_segments": ".0f", **{k: ".1f" for k in MEMORY_KEYS}},
         name="bench_soak",
     )
