@@ -10,12 +10,17 @@ no turns at the run's GIL; the run's thread only packs each batch's detections (
 and unpacks the ids.
 
 The child is started by a :class:`~vidpipe.lifetime.keeper.Keeper` (it dies with this process
-by any signal) and talks over a socket pair: requests and replies in order, numbered.
+by any signal) and talks over a socket pair: requests and replies in order, numbered. Where the
+platform allows, the requests and replies themselves go through shared memory
+(:class:`~vidpipe.track.mailbox.Mailbox`) and the socket carries only what does not fit and the
+control messages: the run's thread then makes no system call per batch, and so does not give
+its GIL away to the run's other threads twice a batch (what tracking cost it before).
 """
 
 from __future__ import annotations
 
 import logging
+import pickle
 import socket
 import subprocess
 import sys
@@ -28,14 +33,17 @@ from vidpipe.lifetime.keeper import Keeper, python_env
 
 if TYPE_CHECKING:
     from vidpipe.track.book import PackedFrames, StreamIds
+    from vidpipe.track.mailbox import Mailbox
     from vidpipe.track.config import TrackConfig
 
-__all__ = ["TrackerProcess", "TrackerProcessError", "START_TIMEOUT_S", "FD_ENV"]
+__all__ = ["TrackerProcess", "TrackerProcessError", "START_TIMEOUT_S", "FD_ENV", "MAILBOX_ENV"]
 
 logger = logging.getLogger(__name__)
 
 #: the environment variable with the descriptor of the child's end of the socket
 FD_ENV = "VIDPIPE_TRACK_FD"
+#: the environment variable with the descriptor of the shared memory (:class:`~vidpipe.track.mailbox.Mailbox`)
+MAILBOX_ENV = "VIDPIPE_TRACK_MAILBOX_FD"
 
 #: seconds the child may take to start (Python, numpy) and say hello
 START_TIMEOUT_S = 60.0
@@ -56,8 +64,10 @@ class TrackerProcess:
         TrackerProcessError: the child could not be started.
     """
 
-    def __init__(self, config: "TrackConfig") -> None:
+    def __init__(self, config: "TrackConfig", *, mailbox: "bool | Mailbox" = True) -> None:
         from multiprocessing.connection import Connection
+
+        from vidpipe.track.mailbox import Mailbox, supported
 
         self._keeper = Keeper("vidpipe-track-keeper")
         self._proc: subprocess.Popen | None = None
@@ -65,22 +75,36 @@ class TrackerProcess:
         self._seq = 0
         self._closed = False
         self._started = False  # its hello came
+        self._box: Mailbox | None = None
+        if isinstance(mailbox, Mailbox):
+            self._box = mailbox
+        elif mailbox and supported():
+            try:
+                self._box = Mailbox()
+            except OSError as exc:  # no memfd: the socket carries everything
+                logger.debug("no shared memory for the tracker process (%s)", exc)
         mine, theirs = socket.socketpair()
         try:
             env = python_env()
             env[FD_ENV] = str(theirs.fileno())
+            fds = [theirs.fileno()]
+            if self._box is not None:
+                env[MAILBOX_ENV] = f"{self._box.fd},{self._box.request_bytes},{self._box.reply_bytes}"
+                fds.append(self._box.fd)
             self._proc = self._keeper.popen([sys.executable, "-m", "vidpipe.track.child"], python=True, env=env,
-                                            stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),))  # fmt: skip
+                                            stdin=subprocess.DEVNULL, pass_fds=tuple(fds))  # fmt: skip
         except BaseException:
             mine.close()
             self._keeper.close()
+            if self._box is not None:
+                self._box.close()
             raise
         finally:
             theirs.close()
         self._conn = Connection(mine.detach())
         self.pid = self._proc.pid
         # a stage dropped without close() still stops its child
-        self._finalizer = weakref.finalize(self, _stop, self._conn, self._proc, self._keeper)
+        self._finalizer = weakref.finalize(self, _stop, self._conn, self._proc, self._keeper, self._box)
         self._t0 = time.perf_counter()
         try:
             self._conn.send(("config", config))
@@ -121,8 +145,17 @@ class TrackerProcess:
         """
         self.wait_started()
         self._seq += 1
+        msg = ("track", self._seq, list(resets), list(groups))
         try:
-            self._conn.send(("track", self._seq, list(resets), list(groups)))
+            if self._box is None:
+                self._conn.send(msg)
+            else:
+                data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+                if self._box.fits(data, reply=False):
+                    self._box.put(self._seq, data, reply=False)  # no system call
+                else:
+                    self._conn.send_bytes(data)  # first, then its mark
+                    self._box.put(self._seq, None, reply=False)
         except (OSError, ValueError) as exc:
             raise self._gone() from exc
         return self._seq
@@ -134,6 +167,8 @@ class TrackerProcess:
             TrackerProcessError: the child died or failed on the request.
         """
         try:
+            if self._box is not None:
+                self._replies[seq] = self._from_box(seq)
             while seq not in self._replies:
                 self._take()
         except (EOFError, OSError, ValueError) as exc:
@@ -142,6 +177,22 @@ class TrackerProcess:
         if kind == "error":
             raise TrackerProcessError(f"the tracker process failed: {payload}")
         return payload
+
+    def _from_box(self, seq: int) -> tuple:
+        """Reply ``seq`` from the mailbox, waiting for it (short sleeps; the child's exit is
+        checked every few hundred)."""
+        assert self._box is not None
+        polls = 0
+        while self._box.replied() < seq:
+            polls += 1
+            if polls % 256 == 0 and (self._proc is None or self._proc.poll() is not None):
+                raise EOFError("the tracker process is gone")
+            time.sleep(0.0001 if polls < 2048 else 0.001)
+        data = self._box.get(seq, reply=True)
+        msg = self._conn.recv() if data is None else pickle.loads(data)
+        if msg[1] != seq:
+            raise ValueError(f"the tracker process answered request {msg[1]}, not {seq}")
+        return msg
 
     def _take(self) -> None:
         msg = self._conn.recv()
@@ -167,7 +218,7 @@ class TrackerProcess:
         self._finalizer()
 
 
-def _stop(conn: Any, proc: "subprocess.Popen | None", keeper: Keeper) -> None:
+def _stop(conn: Any, proc: "subprocess.Popen | None", keeper: Keeper, box: "Mailbox | None" = None) -> None:
     try:
         conn.send(("close",))
     except Exception:  # noqa: BLE001 - gone already
@@ -185,4 +236,6 @@ def _stop(conn: Any, proc: "subprocess.Popen | None", keeper: Keeper) -> None:
         conn.close()
     except Exception:  # noqa: BLE001
         pass
+    if box is not None:
+        box.close()
     keeper.close()
