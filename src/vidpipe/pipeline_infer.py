@@ -170,9 +170,9 @@ class Inference:
         later calls of this run run the model eagerly. Safe from any thread: it waits for a
         model call in progress to be queued and for the GPU to finish it. Idempotent."""
         with self._call_lock:
-            for stream in (self._post_stream, self._model_stream):
+            for role, stream in (("post", self._post_stream), ("model", self._model_stream)):
                 if stream is not None:
-                    self.detector.cuda_streams.give(self.device, stream)
+                    self.detector.cuda_streams.give((self.device, role), stream)
             self._post_stream = self._model_stream = None
             key, self._twin_key = self._twin_key, None
             if key is None or self._runner is self.detector:
@@ -199,7 +199,7 @@ class Inference:
         parts = [c.inp for c in chunks]
         scope: Any = contextlib.nullcontext()
         if cuda:
-            ms = self._model_stream = self._stream_for(self._model_stream, torch)
+            ms = self._model_stream = self._stream_for(self._model_stream, "model", torch)
             cur = torch.cuda.current_stream(self.device)
             for c in chunks:
                 if c.ready is not None:
@@ -232,10 +232,11 @@ class Inference:
                 done.record(ms)
         return _InFlight(inp, raw, done)
 
-    def _stream_for(self, stream: Any, torch: Any) -> Any:
-        """``stream``, or one of the detector's (kept across runs: see Detector.cuda_streams)."""
+    def _stream_for(self, stream: Any, role: str, torch: Any) -> Any:
+        """``stream``, or one of the detector's for ``role`` (kept across runs, each stream in one
+        role: see :mod:`vidpipe.models.twins`)."""
         if stream is None:
-            stream = self.detector.cuda_streams.take(self.device, lambda: torch.cuda.Stream(self.device))
+            stream = self.detector.cuda_streams.take((self.device, role), lambda: torch.cuda.Stream(self.device))
         return stream
 
     def finish(self, job: "_InFlight", torch: Any) -> Iterator[list[FrameResult]]:
@@ -243,7 +244,7 @@ class Inference:
         inp, n = job.inp, len(job.inp)
         with self.stats.time("postprocess", n):
             if job.done is not None:
-                post = self._post_stream = self._stream_for(self._post_stream, torch)
+                post = self._post_stream = self._stream_for(self._post_stream, "post", torch)
                 post.wait_event(job.done)
                 for t in (*_tensors(job.raw), inp.tensor, inp.scale, inp.pad):
                     t.record_stream(post)

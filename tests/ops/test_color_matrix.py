@@ -216,3 +216,20 @@ def test_pyav_reformat_kwargs_are_accepted_by_pyav():
     for color in SPECS:
         kw = pyav_reformat_kwargs(color)
         assert frame.reformat(format="rgb24", **kw).to_ndarray().shape == (4, 4, 3)
+
+
+@pytest.mark.parametrize("color", [ColorSpec("bt601", "limited"), ColorSpec("bt709", "limited"), ColorSpec("bt709", "full")])
+def test_ycbcr444_is_the_420_converter_with_chroma_given_per_pixel(color):
+    """DALI's YCbCr output (chroma per pixel): the same RGB as the 4:2:0 reference converter with
+    each chroma sample repeated over its 2x2 block, rounded to nearest."""
+    from vidpipe.ops.color import ycbcr444_to_rgb
+
+    g = torch.Generator().manual_seed(3)
+    y = torch.randint(0, 256, (2, 6, 8), generator=g, dtype=torch.uint8)
+    uv = torch.randint(0, 256, (2, 3, 4, 2), generator=g, dtype=torch.uint8)
+    full = uv.repeat_interleave(2, dim=1).repeat_interleave(2, dim=2)  # (2, 6, 8, 2)
+    ycc = torch.cat([y[..., None], full], dim=-1)
+    want = yuv_to_rgb(y, uv, color, rounding="nearest", chroma="nearest")
+    got = ycbcr444_to_rgb(ycc, color)
+    assert got.dtype == torch.uint8 and got.shape == (2, 3, 6, 8)
+    assert (got.int() - want.int()).abs().max().item() <= 1  # float32 vs the reference's order of terms

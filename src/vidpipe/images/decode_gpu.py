@@ -86,10 +86,11 @@ class NvImgCodecDecoder:
         )
         self.device = device
         self._decoder = nvimgcodec.Decoder(device_id=device.index or 0)
+        # RGB is named ColorSpec.RGB up to nvImageCodec 0.8 and ColorSpec.SRGB from 0.9 (seen with 0.9.0)
+        spaces = nvimgcodec.ColorSpec
+        rgb = spaces.RGB if hasattr(spaces, "RGB") else spaces.SRGB
         try:
-            self._params = nvimgcodec.DecodeParams(
-                color_spec=nvimgcodec.ColorSpec.RGB, apply_exif_orientation=False, allow_any_depth=False
-            )
+            self._params = nvimgcodec.DecodeParams(color_spec=rgb, apply_exif_orientation=False, allow_any_depth=False)
         except TypeError:  # older releases take fewer keywords
             self._params = nvimgcodec.DecodeParams(apply_exif_orientation=False)
 

@@ -36,6 +36,7 @@ import ctypes
 import glob
 import logging
 import os
+import re
 import threading
 from typing import TYPE_CHECKING
 
@@ -44,7 +45,7 @@ from vidpipe.errors import BackendUnavailableError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["NvjpegHwDecoder", "find_libnvjpeg", "shared_decoder"]
+__all__ = ["NvjpegHwDecoder", "find_libnvjpeg", "is_libnvjpeg", "shared_decoder"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +64,13 @@ class _Image(ctypes.Structure):
     _fields_ = [("channel", ctypes.c_void_p * 4), ("pitch", ctypes.c_size_t * 4)]
 
 
+def is_libnvjpeg(name: str) -> bool:
+    """Whether a file name is nvJPEG itself (``libnvjpeg.so.13``, torchvision's
+    ``libnvjpeg-<hash>.so.12``), not a library named after it (nvImageCodec's
+    ``libnvjpeg2k_ext.so.0.9.0``, loaded beside it where DALI or nvImageCodec is imported)."""
+    return re.fullmatch(r"libnvjpeg(-[0-9a-f]+)?\.so(\.[0-9]+)*", name) is not None
+
+
 def find_libnvjpeg() -> str | None:
     """Path of the libnvjpeg to use: the one already loaded in this process (torchvision's),
     else torchvision's bundled copy, else the system's; ``None`` when there is none."""
@@ -76,14 +84,14 @@ def find_libnvjpeg() -> str | None:
         with open("/proc/self/maps") as f:
             for line in f:
                 path = line.split()[-1]
-                if os.path.basename(path).startswith("libnvjpeg") and ".so" in path:
+                if is_libnvjpeg(os.path.basename(path)):
                     return path
     except OSError:
         pass
     folder = package_dir()
     if folder is not None:
         libs = os.path.join(os.path.dirname(folder), "torchvision.libs")
-        found = sorted(glob.glob(os.path.join(libs, "libnvjpeg*.so*")))
+        found = sorted(f for f in glob.glob(os.path.join(libs, "libnvjpeg*.so*")) if is_libnvjpeg(os.path.basename(f)))
         if found:
             return found[0]
     import ctypes.util

@@ -16,7 +16,11 @@ The same pool lends a detector's runs their CUDA streams (:attr:`Detector.cuda_s
 caching allocator keeps freed blocks per stream, and ``torch.cuda.Stream()`` hands out PyTorch's
 32 pooled streams in turn, so runs that each took fresh streams left cached blocks on every one
 of them, and the reserve crept up (an H100 soak: 17.5 -> 19.8 GiB reserved over 8 minutes of
-runs, 75 MiB allocated). Runs that reuse the same streams reuse their cached blocks.
+runs, 75 MiB allocated). Runs that reuse the same streams reuse their cached blocks. Streams are
+lent per role (key ``(device, "source" | "model" | "post")``): a stream that served as a
+source's stream in one run and as the model's in the next came to cache the blocks of both, and
+a stream's first turn in a new role grew the reserve late (an H200 soak: one 166 MiB step after
+~2,000 runs, the letterbox's scratch of 32 1080p frames; ``tools/bench-probes/segment_growth.py``).
 """
 
 from __future__ import annotations

@@ -54,6 +54,7 @@ __all__ = [
     "yuv_coefficients",
     "split_yuv",
     "yuv_to_rgb",
+    "ycbcr444_to_rgb",
     "color_spec_from_av",
     "pyav_reformat_kwargs",
 ]
@@ -269,6 +270,29 @@ def yuv_to_rgb(
         rgb = (rgb + 0.5).floor_()
     rgb = rgb.clamp_(0.0, 255.0)
     return rgb.to(dtype)
+
+
+def ycbcr444_to_rgb(ycc: "torch.Tensor", color: ColorSpec) -> "torch.Tensor":
+    """Full-resolution 8-bit YCbCr to RGB with the stream's matrix and range (rounded to nearest).
+
+    Args:
+        ycc: ``(B, H, W, 3)`` uint8 Y, Cb, Cr per pixel (chroma already upsampled, as DALI's video
+            reader gives it with ``image_type=YCbCr``), any device.
+        color: the stream's matrix and range.
+
+    Returns:
+        ``(B, 3, H, W)`` uint8 RGB on ``ycc.device``, clamped to [0, 255].
+    """
+    import torch
+
+    if ycc.ndim != 4 or ycc.shape[-1] != 3:
+        raise ValueError(f"ycbcr444_to_rgb expects (B, H, W, 3), got {tuple(ycc.shape)}")
+    k = yuv_coefficients(color)
+    x = ycc.permute(0, 3, 1, 2).to(torch.float32)
+    luma = (x[:, 0] - k.y_offset) * k.y_gain
+    u, v = x[:, 1] - k.c_offset, x[:, 2] - k.c_offset
+    rgb = torch.stack([luma + v * k.r_v, luma + u * k.g_u + v * k.g_v, luma + u * k.b_u], dim=1)
+    return rgb.add_(0.5).floor_().clamp_(0.0, 255.0).to(torch.uint8)
 
 
 def color_spec_from_av(colorspace: int, color_range: int, *, height: int, pix_fmt: str = "") -> ColorSpec:

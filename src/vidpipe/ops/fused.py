@@ -362,6 +362,7 @@ def _letterbox_triton(
 ) -> None:
     import torch
 
+    from vidpipe.ops import scratch
     from vidpipe.ops import triton_kernels as tk
 
     b, h = len(batch), geo.src_h
@@ -380,7 +381,7 @@ def _letterbox_triton(
             PAD=PAD_VALUE, BLOCK_R=block_r, BLOCK_C=block_c, **flags,
         )
         return
-    tmp = torch.empty((b, 3, h, geo.new_w), dtype=torch.float32, device=batch.device)
+    tmp = scratch.empty((b, 3, h, geo.new_w), dtype=torch.float32, device=batch.device)  # shared by every run's streams
     hb_r, hb_c = _HPASS_BLOCK
     grid1 = (math.ceil(geo.new_w / hb_c), math.ceil(h / hb_r), b)
     tk.hpass_kernel[grid1](

@@ -24,13 +24,15 @@ __all__ = ["stream_scope", "ready_event", "drive"]
 
 def stream_scope(device: Any, lender: "GraphTwins[Any] | None" = None) -> tuple[Any, Any]:
     """A CUDA stream and its context for ``device`` (``None`` and a no-op on the CPU): borrowed
-    from ``lender`` (a detector's :attr:`~vidpipe.models.detector.Detector.cuda_streams`; give it
-    back with ``lender.give(device, stream)``), or a fresh one."""
+    from ``lender`` (a detector's :attr:`~vidpipe.models.detector.Detector.cuda_streams`, in the
+    role ``(device, "source")``; give it back with ``lender.give((device, "source"), stream)``), or
+    a fresh one."""
     import torch
 
     if device.type != "cuda":
         return None, contextlib.nullcontext()
-    stream = lender.take(device, lambda: torch.cuda.Stream(device)) if lender is not None else torch.cuda.Stream(device)
+    stream = (lender.take((device, "source"), lambda: torch.cuda.Stream(device)) if lender is not None
+              else torch.cuda.Stream(device))  # fmt: skip
     return stream, torch.cuda.stream(stream)
 
 
@@ -83,4 +85,4 @@ def drive(
             yield inp, ready
     finally:
         if streams is not None and stream is not None:
-            streams.give(device, stream)  # queued work stays ordered on it; the next user comes after
+            streams.give((device, "source"), stream)  # queued work stays ordered on it; the next user comes after
