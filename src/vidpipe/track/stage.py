@@ -16,7 +16,9 @@ takes batch N's ids (:meth:`TrackerStage.submit`), so the tracking of one batch 
 detection of the next and costs the run's thread only packing the detections and taking the ids
 back. Measured on an H200 with real 1080p street footage (``vidpipe bench e2e --generate
 street-1080p --track``): inline, tracking took 0.23 ms a frame of the run's thread and the
-tracked run went at 0.62x the untracked rate; with the helper process 0.05 ms and 0.84-0.89x
+tracked run went at 0.62x the untracked rate; with the helper process 0.05 ms and 0.84-0.89x;
+with its requests through shared memory (:mod:`vidpipe.track.mailbox`) 0.06-0.09 ms against
+0.08-0.10 over the socket on a slower host, 0.888x against 0.853x (medians, the rounds overlap)
 (``docs/bench/h200/track``).
 
 Cost: per stream and batch the detections of its frames are packed and copied to the host once
