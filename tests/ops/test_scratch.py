@@ -1,6 +1,6 @@
-"""Per-batch scratch from the default stream's cache (vidpipe.ops.scratch): on a run's own stream
-the block comes from the default stream's pool and is not handed out again before the stream's
-work on it is done."""
+"""Per-batch scratch from the default stream's cache (vidpipe.ops.scratch): whatever the current
+stream, the block comes from the default stream's pool, and another stream gets it again once the
+first one's work on it is done."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def test_on_the_cpu_it_is_torch_empty():
 
 
 @pytest.mark.gpu
-def test_a_side_stream_gets_a_block_of_the_default_stream():
+def test_every_stream_gets_its_blocks_from_the_default_stream():
     dev = torch.device("cuda")
     side = torch.cuda.Stream(dev)
     size = 40 << 20  # a segment of its own: its stream is the block's
