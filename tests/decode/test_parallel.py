@@ -321,3 +321,21 @@ def test_laced_matroska_blocks_fall_back_to_pyav_reads(make_clip, monkeypatch):
     monkeypatch.setattr(fileread, "block_header_size", lambda head: None)  # as if every block were laced
     dec = PyAVParallelDecoder(str(clip.path), workers=3, segment_frames=10)
     assert same(frames(dec), reference(clip.path)) and dec.stats()["packet_reader"] == "pyav"
+
+
+def test_the_decoder_is_the_job_its_threads_and_processes_take(make_clip):
+    """workers.py and procrun.py see the decoder only through SegmentJob: every member it lists
+    exists on a real decoder, and a pass reports through its methods (nothing set from outside)."""
+    import inspect
+
+    from vidpipe.decode.segment_job import SegmentJob
+
+    clip = make_clip(".mp4", frames=30, gop=10, width=160, height=96)
+    dec = PyAVParallelDecoder(str(clip.path), workers=2, segment_frames=10)
+    members = {n for n, _ in inspect.getmembers(SegmentJob) if not n.startswith("_")} | set(SegmentJob.__annotations__)
+    missing = sorted(n for n in members if not hasattr(dec, n))
+    assert not missing, f"SegmentParallelDecoder lacks {missing}"
+    assert sum(len(b) for b in dec.batches(8)) == 30
+    st = dec.stats()
+    assert st["frames_decoded"] == 30 and st["frames_missing"] == 0 and dec.frames_delivered == 30
+    assert dec.packet_reader in ("file", "pyav") and dec.workers_used == 2

@@ -464,6 +464,38 @@ class SegmentParallelDecoder(Decoder):
         """The decoder processes' shared ring held ``n`` bytes (``stats()["buffer_peak_bytes"]``)."""
         self._ring_bytes = n
 
+    def note_delivered(self, n: int) -> None:
+        """``n`` more frames were handed to the consumer."""
+        with self._lock:
+            self.frames_delivered += n
+
+    def note_missing(self, n: int) -> None:
+        """At least ``n`` planned frames never came (the reorder buffer's count at the pass's end)."""
+        with self._lock:
+            self.frames_missing = max(self.frames_missing, n)
+
+    def note_fallbacks(self, reasons: "Iterable[str]") -> None:
+        """Segments a decoder process moved to its fallback decoder, with the reasons."""
+        with self._lock:
+            self.fallbacks.extend(reasons)
+
+    def note_packet_reader(self, name: str) -> None:
+        """How the workers read packets: ``"file"`` (byte ranges) or ``"pyav"``."""
+        self.packet_reader = name
+
+    def note_workers(self, sessions: int) -> None:
+        """The pass runs ``sessions`` decoding sessions (threads, or spread over processes)."""
+        self.workers_used = sessions
+
+    def note_process_lost(self) -> None:
+        """A decoder process died during the pass (its segments are redone)."""
+        with self._lock:
+            self.processes_lost += 1
+
+    def note_backoff(self, batch: int, window: int) -> None:
+        """An out-of-memory back-off left the pass at ``batch`` frames a batch, ``window`` ahead."""
+        self.backoff = (batch, window)
+
     @property
     def positions_before(self) -> int:
         """Streams without exact frame numbers: the position the pass numbers its frames from."""

@@ -42,7 +42,7 @@ from vidpipe.errors import DecodeError
 from vidpipe.types import FrameBatch, FrameMeta
 
 if TYPE_CHECKING:
-    from vidpipe.decode.parallel import SegmentParallelDecoder
+    from vidpipe.decode.segment_job import SegmentJob
     from vidpipe.decode.procpool import DecoderProcessPool, Ring
     from vidpipe.decode.segments import DecodePlan
 
@@ -56,7 +56,7 @@ _jobs = iter(range(1, 1 << 62))
 
 
 def run_processes(
-    dec: "SegmentParallelDecoder", plan: "DecodePlan", pool: "DecoderProcessPool", kind: str,
+    dec: "SegmentJob", plan: "DecodePlan", pool: "DecoderProcessPool", kind: str,
     batch_size: int, window: int, settings: dict[str, Any],
 ) -> Iterator[FrameBatch]:  # fmt: skip
     """Decode ``plan`` with the pool's children (``dec.workers`` sessions spread over them) and
@@ -75,7 +75,7 @@ def run_processes(
     )  # fmt: skip
     slots = ring.slots
     if (batch_size, slots) != asked:
-        dec.backoff = (batch_size, slots * batch_size)
+        dec.note_backoff(batch_size, slots * batch_size)
     job = next(_jobs)
     live = [i for i in range(n) if pool.alive[i]]
     per = max(1, -(-dec.workers // max(1, len(live))))
@@ -99,7 +99,7 @@ def run_processes(
     for _ in range(per + 1):
         for i in live:
             dispatch.give(i)
-    dec.workers_used = per * len(live)
+    dec.note_workers(per * len(live))
     info, sid = dec.info, dec.stream_id
 
     def meta(index: int, sec: float | None) -> FrameMeta:
@@ -133,7 +133,7 @@ def run_processes(
         """``child`` died: its segments go to the children still running, or (none left) to
         threads here; the frames it delivered are not decoded twice."""
         state["dead"].add(child)
-        dec.processes_lost += 1
+        dec.note_process_lost()
         with stopping:  # not once the consumer stopped the run (nothing would free the ring)
             if state["stop"] or pool.closing:  # nor when the pool's owner closes it (exit)
                 return
@@ -203,12 +203,12 @@ def run_processes(
             for pos, item in run:
                 out = asm.add(pos, item)
                 if out is not None:
-                    dec.frames_delivered += len(out)
+                    dec.note_delivered(len(out))
                     yield out
                     asm.recycle()
         out = asm.flush()
         if out is not None:
-            dec.frames_delivered += len(out)
+            dec.note_delivered(len(out))
             yield out
             asm.recycle()
     finally:
@@ -232,9 +232,10 @@ def run_processes(
         for c in counters:
             dec.count(decoded=c.get("frames_decoded", 0), missing=c.get("frames_missing", 0))
             dec.note_errors(c.get("errors", ()))
-            dec.fallbacks.extend(c.get("fallbacks", ()))
-            dec.packet_reader = c.get("packet_reader", dec.packet_reader)
-        dec.frames_missing = max(dec.frames_missing, reorder.missing)
+            dec.note_fallbacks(c.get("fallbacks", ()))
+            if c.get("packet_reader"):
+                dec.note_packet_reader(c["packet_reader"])
+        dec.note_missing(reorder.missing)
         if state["fail"] and not dec.errors:
             dec.note_errors([f"a decoder process failed: {state['fail']}"])
         dec.note_ring_bytes(ring.nbytes)

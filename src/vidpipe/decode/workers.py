@@ -1,6 +1,8 @@
 """The threads of segment-parallel decoding: ``k`` workers and the consumer loop.
 
-:func:`run_workers` runs one :class:`~vidpipe.decode.parallel.SegmentParallelDecoder` pass:
+:func:`run_workers` runs one :class:`~vidpipe.decode.parallel.SegmentParallelDecoder` pass, which
+it sees as a :class:`~vidpipe.decode.segment_job.SegmentJob` (its settings, its factories, and
+``note_*`` methods to report through):
 
 - each **worker** takes the next segment in stream order, reads that segment's packets itself
   (:func:`make_reader`: straight from the file by the scan's byte ranges, else its own PyAV
@@ -36,7 +38,7 @@ from vidpipe.errors import GpuMemoryError
 
 if TYPE_CHECKING:
     from vidpipe.decode.assemble import BatchAssembler
-    from vidpipe.decode.parallel import SegmentParallelDecoder
+    from vidpipe.decode.segment_job import SegmentJob
     from vidpipe.decode.segments import DecodePlan, Segment
     from vidpipe.decode.sessions import FrameRef
     from vidpipe.types import FrameBatch, FrameMeta
@@ -56,7 +58,7 @@ class Stop(Exception):
 
 
 def decode_segment(
-    dec: "SegmentParallelDecoder",
+    dec: "SegmentJob",
     seg: "Segment",
     steps: Iterator[Routed],
     sessions: list[Any],
@@ -245,7 +247,7 @@ class Emitter:
 class SharedIndex:
     """What the workers' readers share: built once per run, on first use."""
 
-    def __init__(self, dec: "SegmentParallelDecoder", plan: "DecodePlan") -> None:
+    def __init__(self, dec: "SegmentJob", plan: "DecodePlan") -> None:
         self.dec = dec
         self.plan = plan
         self._lock = threading.Lock()
@@ -269,7 +271,7 @@ class SharedIndex:
 FILE_READS = True
 
 
-def make_reader(dec: "SegmentParallelDecoder", plan: "DecodePlan", shared: SharedIndex | None = None) -> Any:
+def make_reader(dec: "SegmentJob", plan: "DecodePlan", shared: SharedIndex | None = None) -> Any:
     """A worker's packet reader: a :class:`~vidpipe.decode.fileread.FileReader` when the plan is
     exact and the scan verified the packets' byte ranges (and, for Annex-B, the codec header
     converts), else a :class:`~vidpipe.decode.routing.DemuxReader`."""
@@ -284,7 +286,7 @@ def make_reader(dec: "SegmentParallelDecoder", plan: "DecodePlan", shared: Share
         try:
             if dec.annexb and index.codec in ("h264", "hevc"):
                 conv = AnnexB(index.codec, index.extradata)
-            dec.packet_reader = "file"
+            dec.note_packet_reader("file")
             return FileReader(
                 plan, converter=conv, stream_id=dec.stream_id, keyframes=shared.keyframes(),
                 fallback=lambda: _demux_reader(dec, plan, shared),
@@ -294,7 +296,7 @@ def make_reader(dec: "SegmentParallelDecoder", plan: "DecodePlan", shared: Share
     return _demux_reader(dec, plan, shared)
 
 
-def _demux_reader(dec: "SegmentParallelDecoder", plan: "DecodePlan", shared: SharedIndex) -> DemuxReader:
+def _demux_reader(dec: "SegmentJob", plan: "DecodePlan", shared: SharedIndex) -> DemuxReader:
     packet_of = shared.packet_of() if plan.exact else {}
     prefix = b""
     index = plan.index
@@ -307,7 +309,7 @@ def _demux_reader(dec: "SegmentParallelDecoder", plan: "DecodePlan", shared: Sha
             prefix = b"" if conv.passthrough else conv.sps + conv.pps
         except UnsupportedError:
             pass
-    dec.packet_reader = "pyav"
+    dec.note_packet_reader("pyav")
     return DemuxReader(
         plan, source=dec.info.location, annexb=dec.annexb, stream_id=dec.stream_id, packet_of=packet_of,
         start_prefix=prefix,
@@ -315,7 +317,7 @@ def _demux_reader(dec: "SegmentParallelDecoder", plan: "DecodePlan", shared: Sha
 
 
 def run_workers(
-    dec: "SegmentParallelDecoder", plan: "DecodePlan", asm: "BatchAssembler", k: int, window: int
+    dec: "SegmentJob", plan: "DecodePlan", asm: "BatchAssembler", k: int, window: int
 ) -> Iterator["FrameBatch"]:
     """``k`` worker threads + the consumer (this generator)."""
     segs = plan.segments
@@ -389,14 +391,14 @@ def run_workers(
             for pos, item in run:
                 out = asm.add(pos, item)
                 if out is not None:
-                    dec.frames_delivered += len(out)
+                    dec.note_delivered(len(out))
                     yield out
         out = asm.flush()
         if out is not None:
-            dec.frames_delivered += len(out)
+            dec.note_delivered(len(out))
             yield out
             asm.recycle()
-        dec.frames_missing = max(dec.frames_missing, reorder.missing)
+        dec.note_missing(reorder.missing)
     finally:
         with lock:
             state["stop"] = True
@@ -407,7 +409,7 @@ def run_workers(
                 logger.warning("%s: thread %s did not stop", dec.info.source, t.name)
 
 
-def new_session(dec: "SegmentParallelDecoder", wid: int, failures: int) -> Any:
+def new_session(dec: "SegmentJob", wid: int, failures: int) -> Any:
     """The worker's primary session, or its fallback once the primary failed
     :data:`MAX_FAILURES` times or cannot be created."""
     if failures >= MAX_FAILURES and dec.fallback_factory is not None:
