@@ -31,7 +31,7 @@ import dataclasses
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from vidpipe.errors import DecodeError
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from vidpipe.decode.segments import DecodePlan, Segment
     from vidpipe.types import Packet
 
-__all__ = ["Routed", "DemuxReader", "SEEK_GAP", "MAX_REJECTED"]
+__all__ = ["PacketReader", "Routed", "DemuxReader", "SEEK_GAP", "MAX_REJECTED"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +62,19 @@ class Routed:
     segments: tuple[int, ...]
     packet: "Packet | None" = None
     error: Exception | None = None
+
+
+class PacketReader(Protocol):
+    """What a worker reads its segments' packets with: :class:`DemuxReader` (PyAV), or
+    :class:`~vidpipe.decode.fileread.FileReader` (byte ranges straight from the file)."""
+
+    def steps(self, seg: "Segment") -> Iterator[Routed]:
+        """The packets of ``seg`` in decode order, then its end marker (``packet=None``)."""
+        ...
+
+    def close(self) -> None:
+        """Release the file (idempotent)."""
+        ...
 
 
 class DemuxReader:

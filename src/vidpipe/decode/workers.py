@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from vidpipe.decode.assemble import Written
 from vidpipe.decode.reorder import Cancelled, ReorderBuffer
-from vidpipe.decode.routing import DemuxReader, Routed, packet_numbers
+from vidpipe.decode.routing import DemuxReader, PacketReader, Routed, packet_numbers
 from vidpipe.errors import GpuMemoryError
 
 if TYPE_CHECKING:
@@ -271,7 +271,7 @@ class SharedIndex:
 FILE_READS = True
 
 
-def make_reader(dec: "SegmentJob", plan: "DecodePlan", shared: SharedIndex | None = None) -> Any:
+def make_reader(dec: "SegmentJob", plan: "DecodePlan", shared: SharedIndex | None = None) -> PacketReader:
     """A worker's packet reader: a :class:`~vidpipe.decode.fileread.FileReader` when the plan is
     exact and the scan verified the packets' byte ranges (and, for Annex-B, the codec header
     converts), else a :class:`~vidpipe.decode.routing.DemuxReader`."""
