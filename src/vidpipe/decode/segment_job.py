@@ -2,7 +2,7 @@
 from their decoder, and how they report back.
 
 :func:`~vidpipe.decode.workers.run_workers` (sessions on threads of this process) and
-:func:`~vidpipe.decode.procrun.run_in_processes` (sessions in decoder processes) decode a
+:func:`~vidpipe.decode.procrun.run_processes` (sessions in decoder processes) decode a
 :class:`~vidpipe.decode.segments.DecodePlan` for a
 :class:`~vidpipe.decode.parallel.SegmentParallelDecoder`. They read its settings and the frame
 metadata it makes, start sessions with its factories, and report what happened only through the
