@@ -11,7 +11,6 @@ Each class validates shape, dtype and device in ``__post_init__`` (raising ``Val
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Literal
@@ -340,8 +339,8 @@ class Detections:
                 f"{track_ids.dtype} on {track_ids.device}"
             )
         out = object.__new__(Detections)
-        for f in dataclasses.fields(self):
-            object.__setattr__(out, f.name, track_ids if f.name == "track_ids" else getattr(self, f.name))
+        out.__dict__.update(self.__dict__)  # the fields as they are (checked already): no __init__
+        object.__setattr__(out, "track_ids", track_ids)
         return out
 
     @property
