@@ -168,12 +168,13 @@ class TrackerProcess:
         """
         try:
             if self._box is not None:
-                self._replies[seq] = self._from_box(seq)
-            while seq not in self._replies:
-                self._take()
-        except (EOFError, OSError, ValueError) as exc:
+                kind, _, payload = self._from_box(seq)
+            else:
+                while seq not in self._replies:
+                    self._take()
+                kind, _, payload = self._replies.pop(seq)
+        except (EOFError, OSError, ValueError, RuntimeError) as exc:  # RuntimeError: a mailbox slot out of step
             raise self._gone() from exc
-        kind, _, payload = self._replies.pop(seq)
         if kind == "error":
             raise TrackerProcessError(f"the tracker process failed: {payload}")
         return payload
