@@ -36,7 +36,7 @@ __all__ = ["DaliDecoder", "check", "create"]
 
 logger = logging.getLogger(__name__)
 
-_INSTALL = "pip install nvidia-dali-cuda120 (see https://docs.nvidia.com/deeplearning/dali/)"
+_INSTALL = "pip install nvidia-dali-cuda130 (or -cuda120, matching your CUDA; see https://docs.nvidia.com/deeplearning/dali/)"
 _CODECS = {"h264", "hevc", "vp8", "vp9", "av1", "libdav1d", "mpeg4", "mjpeg"}
 
 
