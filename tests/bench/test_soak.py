@@ -120,3 +120,13 @@ def test_soak_cli_errors_and_report_from_samples(tmp_path):
     assert "interrupted" in done.stdout
     assert {p.name for p in (tmp_path / "report").iterdir()} == {"bench_soak.md", "bench_soak.json", "bench_soak.png",
                                                                  "bench_soak_fps.png"}
+
+
+def test_a_soak_of_an_input_that_fails_ends_at_once_with_its_error(tmp_path):
+    """A missing input is not soaked for minutes of failing runs: the first run's failure ends the
+    soak with the input's error (the CLI: exit 2)."""
+    from vidpipe.bench.soak import run_soak_bench
+    from vidpipe.errors import SourceError
+
+    with pytest.raises(SourceError, match="soak: .*missing.mp4: no such file"):
+        run_soak_bench([str(tmp_path / "missing.mp4")], minutes=5, interval=1, device="cpu", out_dir=tmp_path)

@@ -357,6 +357,7 @@ def _soak(sources: list[str], described: list[str], *, minutes: float, interval:
                         frames += 1
                         if stop.is_set():
                             break  # leaving the block closes the run
+                _check_run(run)
                 runs += 1
                 now = time.monotonic()
                 if now >= next_sample or now >= end or stop.is_set():
@@ -366,6 +367,19 @@ def _soak(sources: list[str], described: list[str], *, minutes: float, interval:
     if stop.is_set() and rows and rows[-1]["minutes"] < minutes:
         machine["ended"] = f"after {rows[-1]['minutes']:.2f} of {minutes:g} minutes (stopped)"
     return _result(rows, inputs, machine, judge(rows, settle_min=settle, cuda=cuda))
+
+
+def _check_run(run: Any) -> None:
+    """A soak repeats runs that work: an input that failed (missing, unreadable) ends it.
+
+    Raises:
+        SourceError: an input of the run failed (its error, credentials masked, in the message).
+    """
+    from vidpipe.errors import SourceError
+
+    failed = [s for s in run.summary().sources if s.status == "failed"]
+    if failed:
+        raise SourceError("soak: " + "; ".join(f"{s.source}: {s.error or 'failed'}" for s in failed))
 
 
 def _result(rows: list[dict], inputs: list[dict], machine: dict, targets: dict) -> SoakResult:
