@@ -90,6 +90,8 @@ def test_debug_shows_traceback(tmp_path):
         (["--frame-skip", "0"], "--frame-skip"),
         (["--device", "tpu"], "--device"),
         (["--decoder", "ffmpeg"], "--decoder"),
+        (["--decoder-processes", "65"], "--decoder-processes"),
+        (["--decoder-processes", "some"], "--decoder-processes"),
         (["--classes", "person,unicorn"], "unicorn"),
         (["--model", "nonexistent.onnx"], "nonexistent.onnx"),
         (["--output", "dets.xlsx"], "--format"),

@@ -340,7 +340,7 @@ def _vidpipe(
     stats = run.get_stats()
     src = s.sources[0]
     note = f"decoder {src.decoder}" + (f"; {src.status}: {src.error}" if src.status != "ok" else "")
-    procs = stats.get("decoder_processes")
+    procs = (src.extra or {}).get("decoder_processes")
     if procs:
         note += f" in {procs} decoder processes"
     if stages == "annotate":

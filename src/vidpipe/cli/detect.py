@@ -74,6 +74,22 @@ def _gpu_memory(text: str) -> "int | float":
     return value  # type: ignore[return-value]  # a string never parses to None
 
 
+def _decoder_processes(text: str) -> int | None:
+    from vidpipe.decode.base import MAX_DECODER_PROCESSES
+
+    if text == "auto":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_DECODER_PROCESSES:
+        raise argparse.ArgumentTypeError(
+            f"expected auto or 0 (threads) to {MAX_DECODER_PROCESSES} decoder processes, got {text!r}"
+        )
+    return value
+
+
 def _device(text: str) -> str:
     if not _DEVICE.match(text.strip().lower()):
         raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda or cuda:N, got {text!r}")
@@ -136,6 +152,9 @@ def add_parser(sub, common) -> None:
     p.add_argument("--max-gpu-memory", type=_gpu_memory, default=None, metavar="SIZE",
                    help="one bound on the run's GPU memory (frame buffers, rings, batches, the model): "
                    "4GiB, 512MiB, or a fraction of the card such as 0.5 (default: no bound)")
+    p.add_argument("--decoder-processes", type=_decoder_processes, default=None, metavar="N",
+                   help="NVDEC sessions in N decoder processes (0: threads in this one; default: auto, started "
+                   "with the command for a long video file, see vidpipe.decode.prestart)")
     p.add_argument("--strict-gpu", action="store_true", help="fail instead of falling back to the CPU on a GPU device")
     p.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                    help="progress bar on stderr (auto: on a terminal, off with -q)")
@@ -210,6 +229,17 @@ def _output_spec(args: argparse.Namespace):
     return OutputSpec("single", path, fmt, rotate=rotate)
 
 
+def _prestart(args: argparse.Namespace) -> None:
+    """Decoder processes for a long video file start now, beside this process's own start-up."""
+    from vidpipe.decode.prestart import prestart_decoder_processes
+
+    if args.inputs and not getattr(args, "realtime", None):
+        prestart_decoder_processes(
+            args.inputs, device=args.device, decoder=args.decoder, processes=args.decoder_processes,
+            start=args.start, end=args.end, max_frames=args.max_frames, frame_skip=args.frame_skip,
+        )  # fmt: skip
+
+
 def _check_device(args: argparse.Namespace) -> None:
     if not args.device.startswith("cuda"):
         return
@@ -267,6 +297,7 @@ def run(args: argparse.Namespace) -> int:
     from vidpipe.sources.redact import redact_text
 
     spec = _output_spec(args)
+    _prestart(args)  # before PyTorch is imported (by _check_device): the two starts overlap
     _check_device(args)
     hub, preview_stages = _preview(args)
     inputs = list(args.inputs)
@@ -299,6 +330,7 @@ def run(args: argparse.Namespace) -> int:
         head=args.head,
         dtype=args.dtype,
         strict_gpu=args.strict_gpu,
+        decoder_processes=args.decoder_processes,
         max_gpu_memory=args.max_gpu_memory,
         results_on_host=True,
         letterbox=args.letterbox,

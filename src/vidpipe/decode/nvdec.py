@@ -77,6 +77,7 @@ from vidpipe.decode.nvdec_caps import (
 )
 from vidpipe.decode.nvdec_copy import driver_copy
 from vidpipe.decode.parallel import SegmentParallelDecoder
+from vidpipe.decode.procpool import AUTO_START_FRAMES, DEFAULT_PROCESSES
 from vidpipe.decode.sessions import PyAVSession
 from vidpipe.errors import BackendUnavailableError, DecodeError, UnsupportedError
 
@@ -106,15 +107,6 @@ nvdec_module()
 SESSIONS_PER_ENGINE = 3
 #: the default frame window (``buffer_bytes``): this much GPU memory, at most 1/16 of the GPU's
 DEFAULT_BUFFER_BYTES = 4 << 30
-#: decoder processes (:mod:`vidpipe.decode.procpool`) the sessions are spread over by default.
-#: H200, 1080p H.264 end to end (YOLOv3-tiny b32, one call): 2 / 3 / 4 processes 3,600 /
-#: 3,410-3,550 / 3,610-3,670 frames/s, threads in one process 2,560-2,600; an 8 GiB window no better
-DEFAULT_PROCESSES = 4
-#: ``processes=None`` starts the decoder processes (a few seconds, once per process) when a file has
-#: at least this many frames to decode; a running pool is always used. On an H200 at 1080p H.264
-#: they decode ~3,600 frames/s end to end against ~2,900 with threads: the start pays off from
-#: about 50,000 frames
-AUTO_START_FRAMES = 60_000
 _active = 0  # NVDEC decoders iterating right now (their default session counts share the engines)
 _active_lock = threading.Lock()
 #: codecs whose container header (extradata) is sent before a segment's first packet
@@ -525,14 +517,17 @@ class NvdecDecoder(SegmentParallelDecoder):
 
     def _process_pool(self, plan: "DecodePlan") -> Any:
         """The decoder processes for this plan (locked), or ``None`` for threads; see ``processes``."""
-        from vidpipe.decode.procpool import get_pool
+        from vidpipe.decode.procpool import START_TIMEOUT, get_pool, is_starting
 
         n = self.processes
         if n == 0 or self.workers < 2:
             return None
         if n is None:
-            pool = get_pool(self.device, None, start=False)
-            if pool is None and (plan.total or 0) >= AUTO_START_FRAMES:
+            long = (plan.total or 0) >= AUTO_START_FRAMES
+            # processes starting in the background (vidpipe.decode.prestart) are waited for by a
+            # file that would start them itself; a shorter one decodes with threads meanwhile
+            pool = get_pool(self.device, None, start=False, wait_s=START_TIMEOUT if long else 0.0)
+            if pool is None and long and not is_starting(self.device):
                 try:
                     pool = get_pool(self.device, DEFAULT_PROCESSES, start=True)
                 except Exception as exc:  # noqa: BLE001 - decode with threads instead

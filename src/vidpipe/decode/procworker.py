@@ -326,6 +326,13 @@ def main() -> NoReturn:
 
     import torch.multiprocessing  # noqa: F401 - registers the CUDA tensor pickling (IPC handles)
 
+    device = os.environ.get("VIDPIPE_PROC_DEVICE", "")
+    if device.startswith("cuda"):  # the CUDA context inside the pool's start, not the first decode's
+        try:
+            torch.zeros(1, device=device)
+        except Exception as exc:  # noqa: BLE001 - the first job on it reports it
+            logging.getLogger(__name__).debug("CUDA on %s did not start: %s", device, exc)
+
     level = os.environ.get("VIDPIPE_PROC_LOG", "WARNING")
     logging.basicConfig(level=level, format="vidpipe decoder process %(process)d: %(levelname)s %(message)s")
     from vidpipe.sources.redact import RedactingFilter

@@ -60,6 +60,7 @@ class FileSource:
             procs = getattr(dec, "processes_used", 0)
             if procs:
                 state.decoder_reason = f"{state.decoder_reason}; sessions in {procs} decoder processes"
+                state.extra["decoder_processes"] = procs
             if dec.error is not None:
                 state.status = "partial"
                 state.error = str(dec.error)
