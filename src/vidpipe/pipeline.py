@@ -261,7 +261,7 @@ class DetectionRun:
     def _start(self) -> None:
         self._started = True
         self.memory.start()  # max_gpu_memory: the allocator's cap, before the CUDA graph is captured
-        self.infer.warm_up()  # on a GPU the clock starts warm: CUDA graph, cuDNN, kernels ready
+        self.infer.warm_up(nv12=self._may_decode_nv12())  # on a GPU the clock starts warm: CUDA graph, cuDNN, kernels
         t0 = time.perf_counter()
         self.stages.warm_up()  # and the stages' helper processes started (they began when made)
         self._stages_warmup_s = time.perf_counter() - t0
@@ -272,6 +272,30 @@ class DetectionRun:
             workers = list(self._workers.values())
         for w in workers:
             w.start()
+
+    def _may_decode_nv12(self) -> bool:
+        """Whether a source of this run may deliver NVDEC's NV12 frames (so the fused kernels are
+        worth compiling before the clock): not with ``decoder`` ``pyav``/``dali``, nor for image
+        folders alone, nor for the one short file that ``auto`` reads with PyAV
+        (:mod:`vidpipe.decode.auto_choice`); sources added later compile them at first use."""
+        if self.device.type != "cuda" or self.config.decoder in ("pyav", "dali"):
+            return False
+        specs = [st.spec for st in self.states]
+        if any(s.kind == "live" for s in specs) or self.config.decoder != "auto":
+            return True
+        files = [s for s in specs if s.kind == "file"]
+        if len(files) != 1 or len(specs) != 1:
+            return bool(files)
+        try:
+            from vidpipe._cpus import usable_cpus
+            from vidpipe.decode.auto_choice import frames_to_decode, pyav_finishes_first
+            from vidpipe.decode.probe import probe
+
+            info = probe(files[0].location)
+            frames = frames_to_decode(info, self.config.decode_options(self.states[0].stream_id))
+            return pyav_finishes_first(info, self.device, frames, cpus=usable_cpus()) is None
+        except Exception:  # noqa: BLE001 - the source reports a file it cannot read
+            return True
 
     # ------------------------------------------------------------------ consumer
     def __iter__(self) -> Iterator[FrameResult]:

@@ -47,8 +47,8 @@ class _InFlight:
 
 
 def _warm_preprocessing(device: Any, detector: "Detector") -> None:
-    """Compile the fused NV12 preprocessing kernels (Triton) before the clock starts; a failure
-    here only means the first real batch pays for it."""
+    """Compile the fused NV12 preprocessing kernels (Triton; or load them from its cache) before
+    the clock starts; a failure here only means the first NV12 batch pays for it."""
     try:
         import torch
 
@@ -113,9 +113,12 @@ class Inference:
         """The model's batch limit after an out-of-memory back-off (``None``: none happened)."""
         return self._forward.limit
 
-    def warm_up(self) -> None:
-        """On a GPU: the CUDA graph, cuDNN and the preprocessing kernels, before the clock
-        starts (``warmup_s``); nothing on the CPU."""
+    def warm_up(self, *, nv12: bool = True) -> None:
+        """On a GPU: the CUDA graph, cuDNN and (``nv12``: a source may deliver NVDEC's frames)
+        the fused NV12 preprocessing kernels, before the clock starts (``warmup_s``); nothing on
+        the CPU. The NV12 kernels (Triton) take about 0.7 s in a fresh process on an H200, from
+        Triton's cache too: a run of PyAV sources skips them; an NVDEC run that compiled them at
+        its first batch instead took 1 s longer (its decode threads and the compile contend)."""
         if self.device.type != "cuda":
             return
         t0 = time.perf_counter()
@@ -134,7 +137,8 @@ class Inference:
             torch.cuda.empty_cache()
             logger.warning("warm-up at batch %d ran out of GPU memory; the model backs off on the first batches",
                            self.batch_size)  # fmt: skip
-        _warm_preprocessing(self.device, self.detector)
+        if nv12:
+            _warm_preprocessing(self.device, self.detector)
         self.warmup_s = time.perf_counter() - t0
 
     @staticmethod
