@@ -20,7 +20,9 @@ def test_startup_bench_times_the_command_against_the_floor(tmp_path):
     assert 0 < floor["wall_s"] and detect["frames"] == 12 and detect["decoder"] == "pyav"
     assert 0 < detect["first_result_s"] < detect["wall_s"]  # the summary's own time is inside the command's
     assert abs(detect["over_floor_s"] - (detect["wall_s"] - floor["wall_s"])) <= 0.011  # (each rounded to 0.01)
-    assert report["meta"]["targets"]["clip.mp4"]["target_s"] == 2.0
+    target = report["meta"]["targets"]["clip.mp4"]["vidpipe-detect"]
+    assert target["target_s"] == 2.0 and target["within_floor_plus_2s"] == (detect["over_floor_s"] <= 2.0)
+    assert detect["rate_fps"] > 0 and detect["decoder_processes"] == "0"  # PyAV on the CPU: no processes
     assert (tmp_path / "out" / "bench_startup.png").stat().st_size > 0
     assert "vidpipe-detect" in p.stdout
 
@@ -29,3 +31,21 @@ def test_a_missing_input_is_a_clear_error(tmp_path):
     p = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "startup", str(tmp_path / "nope.mp4"), "--device",
                         "cpu", "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "bench startup: no such file" in p.stderr and "internal error" not in p.stderr
+
+
+def test_one_series_per_decoder_processes_value(tmp_path):
+    clip = make_video(tmp_path / "clip.mp4", width=160, height=96, frames=12, fps=12)
+    p = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "startup", str(clip.path), "--device", "cpu",
+                        "--repeat", "1", "--decoder-processes", "auto,0", "--versus-bench", "--out", str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    report = json.loads((tmp_path / "out" / "bench_startup.json").read_text())
+    assert [r["peer"] for r in report["rows"]] == ["floor", "vidpipe-detect", "vidpipe-detect (0 processes)"]
+    assert all(r["frames"] == 12 for r in report["rows"][1:])
+    assert "bench_fps" not in report["meta"]["targets"]["clip.mp4"]["vidpipe-detect"]  # the bench rate is a GPU's
+
+
+def test_a_bad_series_is_a_usage_error(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "startup", "--decoder-processes", "auto,x"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "decoder processes" in p.stderr

@@ -121,6 +121,10 @@ def add_parser(sub, common) -> None:
     u.add_argument("--device", default="auto")
     u.add_argument("--decoder", default="auto", help="passed to vidpipe detect (default: %(default)s)")
     u.add_argument("--repeat", type=_positive_int, default=3, help="runs of each, alternating (default: %(default)s)")
+    u.add_argument("--decoder-processes", type=_process_series, default=(None,), metavar="N[,N...]",
+                   help="a series of runs per value of detect's --decoder-processes, e.g. auto,0 (default: auto)")
+    u.add_argument("--versus-bench", action="store_true",
+                   help="also bench e2e's vidpipe-gpu rate on the input (GPU), and the targets against it")
     u.add_argument("--out", default="bench-out", help="folder for the report (default: %(default)s)")
     u.set_defaults(func=run_startup, cache_dir=None)
 
@@ -193,8 +197,13 @@ def run_images(args: argparse.Namespace) -> int:
 def run_startup(args: argparse.Namespace) -> int:
     from vidpipe.bench.startup import run_startup_bench
 
-    result = run_startup_bench(args.input, device=args.device, repeat=args.repeat, decoder=args.decoder)
+    result = run_startup_bench(args.input, device=args.device, repeat=args.repeat, decoder=args.decoder,
+                               processes=args.decoder_processes, versus_bench=args.versus_bench)
     return _show(result, args, "bench_startup")
+
+
+def _process_series(text: str) -> tuple[int | None, ...]:
+    return tuple(None if part.strip() == "auto" else _processes(part.strip()) for part in text.split(","))
 
 
 def _encoder_option(text: str) -> tuple[str, str]:
