@@ -144,3 +144,10 @@ def test_processes_asked_for_start_whatever_the_length(make_clip, a_gpu_here):
     clip = make_clip(".mp4", frames=12, gop=6, width=160, height=96)
     assert prestart_decoder_processes([str(clip.path)], device="auto", processes=3)
     assert a_gpu_here == [("cuda:0", 3)]  # at once: no probe needed
+
+
+def test_options_the_run_refuses_start_nothing(make_clip, a_gpu_here, monkeypatch):
+    monkeypatch.setattr("vidpipe.decode.prestart.PROBE_BYTES", 0)
+    clip = make_clip(".mp4", frames=12, gop=6, width=160, height=96)
+    assert not prestart_decoder_processes([str(clip.path)], device="cuda", start=2.0, end=1.0)  # no raise here
+    assert a_gpu_here == []

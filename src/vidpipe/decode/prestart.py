@@ -98,7 +98,10 @@ def prestart_decoder_processes(
     files = [p for p in files if _size(p) >= PROBE_BYTES]
     if not files:  # every input too small to hold AUTO_START_FRAMES frames: no thread, no probe
         return False
-    options = DecodeOptions(frame_skip=frame_skip, max_frames=max_frames, start=start, end=end)
+    try:
+        options = DecodeOptions(frame_skip=frame_skip, max_frames=max_frames, start=start, end=end)
+    except ValueError:  # the run itself reports options that do not fit (--end before --start)
+        return False
 
     def look() -> None:
         try:
