@@ -276,8 +276,9 @@ class DetectionRun:
     def _may_decode_nv12(self) -> bool:
         """Whether a source of this run may deliver NVDEC's NV12 frames (so the fused kernels are
         worth compiling before the clock): not with ``decoder`` ``pyav``/``dali``, nor for image
-        folders alone, nor for the one short file that ``auto`` reads with PyAV
-        (:mod:`vidpipe.decode.auto_choice`); sources added later compile them at first use."""
+        folders alone, nor for the one file that ``auto`` reads with PyAV (a short one,
+        :mod:`vidpipe.decode.auto_choice`, or one NVDEC cannot decode here); sources added later
+        compile them at first use."""
         if self.device.type != "cuda" or self.config.decoder in ("pyav", "dali"):
             return False
         specs = [st.spec for st in self.states]
@@ -286,14 +287,15 @@ class DetectionRun:
         files = [s for s in specs if s.kind == "file"]
         if len(files) != 1 or len(specs) != 1:
             return bool(files)
-        try:
-            from vidpipe._cpus import usable_cpus
-            from vidpipe.decode.auto_choice import frames_to_decode, pyav_finishes_first
+        try:  # the source's own choice (decode.registry), made here once more
+            from vidpipe.decode.auto_choice import frames_to_decode
             from vidpipe.decode.probe import probe
+            from vidpipe.decode.registry import select_backend
 
             info = probe(files[0].location)
             frames = frames_to_decode(info, self.config.decode_options(self.states[0].stream_id))
-            return pyav_finishes_first(info, self.device, frames, cpus=usable_cpus()) is None
+            choice = select_backend(info, self.device, "auto", strict_gpu=self.config.strict_gpu, frames=frames)
+            return choice.name == "nvdec"
         except Exception:  # noqa: BLE001 - the source reports a file it cannot read
             return True
 

@@ -123,7 +123,8 @@ def _series_row(name: str, processes: int | None, series: list[dict[str, Any]], 
     wall = statistics.median(r["wall"] for r in series)
     decoders = sorted({s["decoder"] for r in series for s in r["summary"]["sources"] if s.get("decoder")})
     rates = [r["summary"]["fps"] for r in series if r["summary"].get("fps")]  # the summary's: the run's clock
-    procs = sorted({(s.get("extra") or {}).get("decoder_processes", 0) for r in series for s in r["summary"]["sources"]})
+    sources = [s for r in series for s in r["summary"]["sources"]]
+    procs = sorted({(s.get("extra") or {}).get("decoder_processes", 0) for s in sources})
     flag = "" if processes is None else f" --decoder-processes {processes}"
     return {"input": name, "peer": "vidpipe-detect" + (f" ({processes} processes)" if processes is not None else ""),
             "wall_s": round(wall, 2), "over_floor_s": round(wall - floor, 2),

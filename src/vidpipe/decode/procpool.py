@@ -13,8 +13,9 @@ them for every later decode in the process, like the NVDEC session pool; each ch
 pooled sessions. One decode uses the pool at a time (:meth:`DecoderProcessPool.try_lock`); a
 second decoder running meanwhile uses threads. :func:`start_in_background` starts a pool from a
 thread of its own (``vidpipe detect`` does, beside its own start: :mod:`vidpipe.decode.prestart`);
-a decode that finds it starting waits for it or decodes with threads (``get_pool``'s ``wait_s``). Children are plain subprocesses, not
-``multiprocessing`` workers, so a user's script is never re-imported.
+a decode that finds it starting waits for it or decodes with threads (``wait_s`` of
+:func:`get_pool`). Children are plain subprocesses, not ``multiprocessing`` workers, so a user's
+script is never re-imported.
 
 Nothing of a pool has a name another run could collide with or that a killed parent leaves
 behind: each child talks over its own socket pair (inherited, no socket file), the CPU ring is
