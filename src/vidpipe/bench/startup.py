@@ -121,10 +121,10 @@ RATE_TARGET = 0.9
 def _series_row(name: str, processes: int | None, series: list[dict[str, Any]], floor: float, dev: Any) -> dict:
     stats = [r["summary"]["stats"] for r in series]
     wall = statistics.median(r["wall"] for r in series)
-    decoders = sorted({s["decoder"] for r in series for s in r["summary"]["sources"] if s.get("decoder")})
-    rates = [r["summary"]["fps"] for r in series if r["summary"].get("fps")]  # the summary's: the run's clock
     sources = [s for r in series for s in r["summary"]["sources"]]
+    decoders = sorted({s["decoder"] for s in sources if s.get("decoder")})
     procs = sorted({(s.get("extra") or {}).get("decoder_processes", 0) for s in sources})
+    rates = [r["summary"]["fps"] for r in series if r["summary"].get("fps")]  # the summary's: the run's clock
     flag = "" if processes is None else f" --decoder-processes {processes}"
     return {"input": name, "peer": "vidpipe-detect" + (f" ({processes} processes)" if processes is not None else ""),
             "wall_s": round(wall, 2), "over_floor_s": round(wall - floor, 2),

@@ -68,15 +68,8 @@ DEFAULT_PROCESSES = 4
 AUTO_START_FRAMES = 60_000
 
 _pools: dict[str, "DecoderProcessPool"] = {}
-_starting: dict[str, "_Starting"] = {}
+_starting: dict[str, threading.Event] = {}  # pools being started by a thread of their own: set when done
 _pools_lock = threading.Lock()
-
-
-class _Starting:
-    """A pool being started by a thread of its own (:func:`start_in_background`)."""
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
 
 
 # ------------------------------------------------------------------------------------- pool
@@ -290,7 +283,7 @@ def get_pool(
     with _pools_lock:
         starting = _starting.get(name)
     if starting is not None and (start or wait_s > 0):
-        starting.done.wait(None if start else wait_s)
+        starting.wait(None if start else wait_s)
     with _pools_lock:
         if name in _starting:  # still starting: not usable yet
             return None
@@ -326,7 +319,7 @@ def start_in_background(device: "torch.device | str", processes: int) -> bool:
         if name in _starting or name in _pools:  # a broken pool is replaced by get_pool(start=True)
             return False
         _register_exit()
-        starting = _starting[name] = _Starting()
+        starting = _starting[name] = threading.Event()
 
     def start() -> None:
         pool = None
@@ -342,7 +335,7 @@ def start_in_background(device: "torch.device | str", processes: int) -> bool:
                     _pools[name] = pool
         if pool is not None and forgotten:
             pool.close()
-        starting.done.set()
+        starting.set()
 
     threading.Thread(target=start, name=f"vidpipe-procs-start-{name}", daemon=True).start()
     return True
