@@ -71,8 +71,7 @@ import vidpipe.bench.streams as bs
 timed(Connection, "recv", "receiver: conn.recv (waiting + unpickling)")
 timed(live_hub._Link, "handle", "receiver: link.handle")
 timed(live_hub._Link, "_frame", "receiver: link._frame")
-timed(live_hub._Link, "hand_back", "receiver: link.hand_back")
-timed(live_hub.LiveHub, "free", "receiver: hub.free (send)")
+timed(live_hub.LiveHub, "hand_back", "receiver: hub.hand_back (query, send)")
 timed(SourceQueue, "put", "receiver: queue.put")
 timed(Batcher, "next", "model: batcher.next (waiting + forming)")
 timed(Batcher, "_form", "model: batcher._form")
@@ -99,7 +98,7 @@ bs._measure = measure
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 64
 import os
 where = (dict(device="cpu", decoder="pyav", size=(320, 180), live_processes=1) if os.environ.get("LOCAL")
-         else dict(device="cuda", decoder="nvdec", nginx_root="/root/ngx", work_dir="/root/media"))
+         else dict(device="cuda", decoder="nvdec", nginx_root="/root/nginx-root", work_dir="/root/media"))
 res = bs.run_streams_bench(streams=[n], seconds=10, warmup=6, **where)
 r = res.rows[0]
 print({k: (round(v, 1) if isinstance(v, float) else v) for k, v in r.items()

@@ -31,6 +31,7 @@ on.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import queue
@@ -61,6 +62,10 @@ SPARE_SLOTS = 4
 #: run has this many (8 paced 1080p30 streams held in threads on an H100; 16 did not, cleanly)
 THRESHOLD = 8
 _POLL_S = 0.2
+#: seconds between the receiver's hand-backs of slots whose work is done (one message per child
+#: for all its streams). A stream has ``queue_frames + SPARE_SLOTS`` slots, 8 by default: 267 ms
+#: of a 30 fps stream, so 10 ms more before a slot is free again costs nothing
+HAND_BACK_S = 0.01
 
 
 def default_processes() -> int:
@@ -82,8 +87,8 @@ class _Link:
     """One stream's connection to its child. The hub's receiver thread calls :meth:`handle` for
     each message: a frame is put on ``sink`` right there, as a
     :class:`~vidpipe.batching.pending.PendingFrame` over its slot (no thread of the stream's own
-    wakes per frame, and no GPU work here: the batch that takes it preprocesses it), and its
-    slot handed back to the child once that work is done."""
+    wakes per frame, and no GPU work here: the batch that takes it preprocesses it); once that
+    work is done the hub hands the slot back to the child (:meth:`LiveHub.hand_back`)."""
 
     def __init__(self, stream_id: int, child: int, hub: "LiveHub", *, state: "SourceState",
                  sink: Any, stop: threading.Event) -> None:  # fmt: skip
@@ -98,6 +103,7 @@ class _Link:
         self.refused = False  # the sink refused a frame (the run is stopping)
         self._pending: list[tuple[Any, int, int]] = []  # (work done event, ring id, slot) not handed back yet
         self.ring: Any = None  # the Ring of this stream's frames (``live-size``)
+        self.views: list[Any] = []  # its slots as one-frame (1, ...) views
         self.key: tuple | None = None  # its (shape, dtype, format, color)
         self.input_shape: tuple[int, int, int] | None = None  # (3, H, W) model input of its frames
         self._child_causes: dict[str, int] = {}  # the child's drop counts by cause, as last reported
@@ -118,35 +124,46 @@ class _Link:
             if ring is None or ring.id != ring_id:  # a frame of a ring since replaced
                 self.state.drop("startup")
                 return
-            if not self.sink.put(self._frame(ring, slot, meta), None, stop=self.stop):
+            if not self.sink.put(self._frame(ring_id, slot, meta), None, stop=self.stop):
                 self.refused = True
-            if len(self._pending) >= 2:
-                self.hand_back()
 
-    def _frame(self, ring: Any, slot: int, meta: Any) -> Any:
+    def _frame(self, ring_id: int, slot: int, meta: Any) -> Any:
+        """A :class:`~vidpipe.batching.pending.PendingFrame` over ``slot`` of the current ring:
+        no PyTorch call here (each one would hand the GIL to the model's thread and wait to
+        get it back): the slot's one-frame view was made with the ring."""
         from vidpipe.batching.pending import PendingFrame
         from vidpipe.types import FrameBatch
 
         _, _, fmt, color = self.key  # type: ignore[misc]
-        batch = FrameBatch(data=ring.tensors[slot].unsqueeze(0), frames=(meta,), format=fmt,
-                           color=None if fmt == "rgb" else color)  # fmt: skip
-        ring_id = ring.id
+        batch = FrameBatch(data=self.views[slot], frames=(meta,), format=fmt, color=None if fmt == "rgb" else color)
 
         def release(done: Any) -> None:  # the slot may be written again once `done` (any thread)
             with self._lock:
                 self._pending.append((done, ring_id, slot))
+            self.hub.released(self)
 
         return PendingFrame(batch=batch, input_shape=self.input_shape, release=release)  # type: ignore[arg-type]
 
-    def hand_back(self) -> None:
-        """Hand the current ring's slots whose work is done back to the child, in one message."""
+    def take_done(self, finished: dict[int, bool]) -> tuple[int | None, list[int], bool]:
+        """The current ring's slots whose work is done, taken off the pending list: ``(ring id,
+        slots, more)``, ``more`` when some are still in use. ``finished``: each event's
+        ``query()``, asked once per event (a batch's frames share one) by whoever passes it."""
         with self._lock:
             ring_id = None if self.ring is None else self.ring.id
-            done = [slot for ev, rid, slot in self._pending if rid == ring_id and (ev is None or ev.query())]
-            self._pending = [(ev, rid, slot) for ev, rid, slot in self._pending
-                             if rid == ring_id and slot not in done]  # fmt: skip
-        if done:
-            self.hub.free(self, ring_id, done)  # type: ignore[arg-type]
+            done: list[int] = []
+            left: list[tuple[Any, int, int]] = []
+            for ev, rid, slot in self._pending:
+                if rid != ring_id:  # a ring since replaced: let go with it
+                    continue
+                ok = True if ev is None else finished.get(id(ev))
+                if ok is None:
+                    ok = finished[id(ev)] = ev.query()
+                if ok:
+                    done.append(slot)
+                else:
+                    left.append((ev, rid, slot))
+            self._pending = left
+        return ring_id, done, bool(left)
 
     def drain(self) -> None:
         """Wait for the work queued on this link's frames (before their ring is let go)."""
@@ -199,6 +216,7 @@ class LiveHub:
         self._lock = threading.Lock()
         self._rings = 0  # frame rings made so far (their ids)
         self._links: dict[int, _Link] = {}
+        self._released: collections.deque[_Link] = collections.deque()  # links with slots to hand back
         self._load = [0] * processes
         self._closed = False
         self.pool.broadcast(("live-init", config, self.geometry))
@@ -238,13 +256,39 @@ class LiveHub:
             link.drain()
         h, w = (shape[0] * 2 // 3, shape[1]) if len(shape) == 2 else (shape[1], shape[2])
         link.input_shape = self.to_input.input_shape(h, w)
+        link.views = [t.unsqueeze(0) for t in ring.tensors]
         link.ring, link.key = ring, key
         self.pool.send(link.child, ("live-ring", link.stream_id, ident, key))
         if old is not None:
             old.release()
 
-    def free(self, link: "_Link", ring_id: int, slots: list[int]) -> None:
-        self.pool.send(link.child, ("live-free", link.stream_id, ring_id, slots))
+    def released(self, link: _Link) -> None:
+        """``link`` has a frame whose slot goes back once its work is done (any thread)."""
+        self._released.append(link)
+
+    def hand_back(self) -> None:
+        """Hand the slots whose work is done back to their children: one ``live-free`` message
+        per child, for all its streams (each batch's event asked once). Links with slots still
+        in use stay on the list for the next pass. The receiver thread's, every
+        :data:`HAND_BACK_S`: one message per frame, or per stream every other frame, was a
+        system call and a PyTorch call per frame on that thread."""
+        links: dict[int, _Link] = {}
+        while True:
+            try:
+                link = self._released.popleft()
+            except IndexError:
+                break
+            links[id(link)] = link
+        finished: dict[int, bool] = {}
+        per_child: dict[int, list[tuple[int, int, list[int]]]] = {}
+        for link in links.values():
+            ring_id, done, more = link.take_done(finished)
+            if done and ring_id is not None:
+                per_child.setdefault(link.child, []).append((link.stream_id, ring_id, done))
+            if more:
+                self._released.append(link)
+        for child, entries in per_child.items():
+            self.pool.send(child, ("live-free", entries))
 
     def detach(self, link: _Link) -> None:
         with self._lock:
@@ -263,9 +307,11 @@ class LiveHub:
         from multiprocessing.connection import wait
 
         conns = {conn: i for i, conn in enumerate(self.pool.conns)}
+        next_hand_back = time.monotonic()
         while conns:
+            timeout = max(0.0, next_hand_back - time.monotonic()) if self._released else _POLL_S
             try:
-                ready = wait(list(conns), timeout=_POLL_S)
+                ready = wait(list(conns), timeout=timeout)
             except (OSError, ValueError, TypeError):  # the pool closed a connection meanwhile
                 ready = [conn for conn in conns if conn.closed]
                 if not ready:
@@ -276,13 +322,23 @@ class LiveHub:
                 except (EOFError, OSError, TypeError):  # the child exited, or the pool closed the connection
                     self._child_gone(conns.pop(conn))
                     continue
-                link = self._links.get(msg[1]) if len(msg) > 1 and isinstance(msg[1], int) else None
-                if link is not None:
-                    try:
-                        link.handle(msg)
-                    except Exception as exc:  # noqa: BLE001 - this stream fails; the child's others go on
-                        link.end = SourceError(f"frames from the decoder process could not be taken: {exc}")
-                        link.done.set()
+                for one in msg[1] if msg[0] == "live-batch" else (msg,):
+                    self._dispatch(one)
+            if self._released and time.monotonic() >= next_hand_back:
+                next_hand_back = time.monotonic() + HAND_BACK_S
+                try:
+                    self.hand_back()
+                except (OSError, ValueError):  # a child's connection closed meanwhile
+                    pass
+
+    def _dispatch(self, msg: tuple) -> None:
+        link = self._links.get(msg[1]) if len(msg) > 1 and isinstance(msg[1], int) else None
+        if link is not None:
+            try:
+                link.handle(msg)
+            except Exception as exc:  # noqa: BLE001 - this stream fails; the child's others go on
+                link.end = SourceError(f"frames from the decoder process could not be taken: {exc}")
+                link.done.set()
 
     def _child_gone(self, child: int) -> None:
         """Child ``child``'s connection ended: unless the hub is closing, its streams fail."""
@@ -333,7 +389,6 @@ class ProcessLiveSource:
                 if link.refused:
                     state.stopped = True
                     return
-                link.hand_back()  # a quiet stream's last slots
             link.raise_end(self.spec.name)
         finally:
             self.hub.detach(link)
@@ -356,7 +411,6 @@ class ProcessLiveSource:
                     if link.done.is_set() and inbox.chunks.empty():
                         link.raise_end(self.spec.name)
                         return
-                    link.hand_back()
                     continue
                 with scope:  # preprocessed here, on this thread's CUDA stream
                     inp = materialize([pending], self.hub.to_input)
