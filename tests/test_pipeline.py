@@ -112,6 +112,23 @@ def test_sample_video_has_persons_and_bicycles(bikes_path):
     assert set(counts) <= {"person", "bicycle", "car"}
 
 
+def test_more_batches_in_flight_give_the_same_results_in_order(bikes_path, device):
+    """Batches launched before the oldest is post-processed (``batches_in_flight``) change
+    neither the results nor each source's order, with two sources sharing batches, on every
+    device."""
+    def run(**kw):
+        per: dict[int, list] = {0: [], 1: []}
+        for r in vidpipe.detect([bikes_path, bikes_path], device=device, max_frames=12, batch_size=4,
+                                results_on_host=True, **kw):  # fmt: skip
+            d = r.detections
+            per[r.stream_id].append((r.index, d.class_ids.tolist(), d.boxes.round(decimals=1).tolist()))
+        return per
+
+    one = run()
+    assert [i for i, _, _ in one[0]] == list(range(12)) and sum(len(c) for _, c, _ in one[0]) > 0
+    assert run(batches_in_flight=3) == one
+
+
 @pytest.mark.parametrize(
     "kwargs, words",
     [
@@ -124,6 +141,7 @@ def test_sample_video_has_persons_and_bicycles(bikes_path):
         (dict(classes="person,dragon"), "dragon"),
         (dict(model="no-such-model"), "no-such-model"),
         (dict(start=5, end=2), "end"),
+        (dict(batches_in_flight=0), "batches_in_flight"),
     ],
 )
 def test_invalid_options_raise_config_errors(make_clip, kwargs, words):

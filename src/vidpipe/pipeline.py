@@ -22,6 +22,7 @@ Ctrl-C) ends it at once, stops the workers and joins them.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -363,10 +364,11 @@ class DetectionRun:
         return self._stop.is_set()
 
     def _consume(self) -> Iterator[list[FrameResult]]:
-        """Batches in, results out, one batch in flight: batch N+1's model is queued on the GPU
-        before batch N is post-processed (head, NMS with its host sync, device->host copy) on a
-        second CUDA stream, so the GPU runs one while the host waits for the other. The batcher
-        says when the next batch is not coming soon: then the batch in flight is finished.
+        """Batches in, results out, ``config.batches_in_flight`` batches in flight: with 1, batch
+        N+1's model is queued on the GPU before batch N is post-processed (head, NMS with its
+        host sync, device->host copy) on a second CUDA stream, so the GPU runs one while the host
+        waits for the other; with 2, batches N+1 and N+2. The batcher says when the next batch is
+        not coming soon: then the oldest batch in flight is finished.
 
         Then the stages (:class:`~vidpipe.stages.runner.StageRunner`): a stage that works
         elsewhere (the tracker's helper process) is handed batch N and left working while batch
@@ -374,27 +376,26 @@ class DetectionRun:
         batcher has nothing due, so results stay in order."""
         import torch
 
-        in_flight: "_InFlight | None" = None
+        in_flight: "collections.deque[_InFlight]" = collections.deque()  # launched, oldest first
+        depth = self.config.batches_in_flight
         staged: "Ticket | None" = None  # a post-processed batch whose stages work elsewhere
-        while not self._stop.is_set():  # stop(): deliver the batch in flight, drop the rest
-            busy = in_flight is not None or staged is not None
+        while not self._stop.is_set():  # stop(): deliver the batches in flight, drop the rest
+            busy = bool(in_flight) or staged is not None
             chunks = self._batcher.next(in_flight=busy, stop=self._stop)
             if chunks is END:
                 break
             if chunks is None:
-                if in_flight is not None:
-                    done, in_flight = in_flight, None
-                    staged = yield from self._finish(done, staged, torch)
+                if in_flight:
+                    staged = yield from self._finish(in_flight.popleft(), staged, torch)
                 elif staged is not None:
                     yield self._complete(staged)
                     staged = None
                 continue
-            launched = self.infer.launch(chunks, torch)
-            if in_flight is not None:
-                staged = yield from self._finish(in_flight, staged, torch)
-            in_flight = launched
-        if in_flight is not None and not self._closed:
-            staged = yield from self._finish(in_flight, staged, torch)
+            in_flight.append(self.infer.launch(chunks, torch))
+            while len(in_flight) > depth:
+                staged = yield from self._finish(in_flight.popleft(), staged, torch)
+        while in_flight and not self._closed:
+            staged = yield from self._finish(in_flight.popleft(), staged, torch)
         if staged is not None and not self._closed:
             yield self._complete(staged)
 

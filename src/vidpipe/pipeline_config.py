@@ -62,6 +62,10 @@ class PipelineConfig:
             the CPU.
         decode_buffer_bytes: each decoder's GPU frame window in bytes (``None``: the decoder's
             default); set by the run from ``max_gpu_memory``'s plan.
+        batches_in_flight: batches launched on the GPU and not yet post-processed when the next
+            one is launched (1 to 8): the consumer thread waits for the oldest one's results
+            while the GPU works on the others. ``1`` (default): batch N+1's model is queued
+            before batch N is post-processed.
     """
 
     decoder: str = "auto"
@@ -81,6 +85,7 @@ class PipelineConfig:
     keep_frames: bool = False
     max_gpu_memory: "int | float | str | None" = None
     decode_buffer_bytes: int | None = None
+    batches_in_flight: int = 1
 
     def __post_init__(self) -> None:
         from vidpipe.gpu_memory import parse_gpu_memory
@@ -93,6 +98,7 @@ class PipelineConfig:
         check_range("batch_size", self.batch_size, low=1, high=4096, integer=True)
         check_range("max_open_sources", self.max_open_sources, low=1, high=256, integer=True)
         check_range("queue_depth", self.queue_depth, low=1, high=1024, integer=True)
+        check_range("batches_in_flight", self.batches_in_flight, low=1, high=8, integer=True)
         if not isinstance(self.keep_frames, bool):
             from vidpipe.errors import ConfigError
 

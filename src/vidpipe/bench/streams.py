@@ -123,7 +123,8 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
              batch_size: int, batch_timeout: float | None, decoder: str = "auto",
              live_processes: int | None = None, decode_latency: str = "auto",
              queue_frames: int | None = None, publishers: Any = None,
-             annotate: Mapping[str, str] | None = None, out_dir: str | os.PathLike | None = None) -> dict:
+             annotate: Mapping[str, str] | None = None, out_dir: str | os.PathLike | None = None,
+             in_flight: int | None = None) -> dict:
     """One step: detect on ``urls`` until ``warmup`` passed and every stream has delivered for
     :data:`SETTLE_S`, then count ``seconds`` of results. ``publishers``
     (:class:`~vidpipe.bench.publishers.PublisherProcesses`): their packets sent late in the window
@@ -137,7 +138,9 @@ def _measure(urls: Sequence[str], *, detector: Any, fps: float, seconds: float, 
     live = LiveOptions(batch_timeout=batch_timeout, processes=live_processes, decode_latency=decode_latency,  # type: ignore[arg-type]
                        **queue)  # fmt: skip
     stages = _annotate_stages(annotate, out_dir, n) if annotate is not None else ()
-    run = vidpipe.detect(list(urls), model=detector, batch_size=batch_size, live=live, decoder=decoder, stages=stages)
+    more = {} if in_flight is None else {"batches_in_flight": in_flight}
+    run = vidpipe.detect(list(urls), model=detector, batch_size=batch_size, live=live, decoder=decoder, stages=stages,
+                         **more)  # fmt: skip
     # the loop below waits for results: a run that delivers none is closed from here instead
     watchdog = threading.Timer(warmup + 60 + seconds + 30, run.close)
     watchdog.daemon = True
@@ -302,12 +305,14 @@ def run_streams_bench(
     work_dir: str | os.PathLike | None = None,
     repeat: int = 1,
     annotate: Mapping[str, str] | None = None,
+    in_flight: int | None = None,
 ) -> StreamsBenchResult:
     """Measure each stream count in ``streams`` (ascending), ``repeat`` times each (a new run
     every time: drops and tails vary from run to run), and return the report rows.
     ``annotate``: also draw and encode every stream (libx264 with these options over vidpipe's
     defaults, e.g. ``{"preset": "ultrafast"}``; ``{}`` for the defaults) to a video per stream in
-    a temporary folder (removed after each run)."""
+    a temporary folder (removed after each run). ``in_flight``: the run's
+    ``batches_in_flight`` (``None``: :class:`~vidpipe.pipeline_config.PipelineConfig`'s default)."""
     import tempfile
 
     from vidpipe.api import build_detector
@@ -340,8 +345,9 @@ def run_streams_bench(
                                            batch_size=bs, batch_timeout=batch_timeout, decoder=decoder,
                                            live_processes=live_processes, decode_latency=decode_latency,
                                            queue_frames=queue_frames, publishers=pubs, annotate=annotate,
-                                           out_dir=out_dir)
+                                           out_dir=out_dir, in_flight=in_flight)
                         row["batch_size"], row["run"] = bs, k
+                        row["in_flight"] = in_flight or PipelineConfig().batches_in_flight
                         rows.append(row)
                         logger.info("bench streams: %s", row)
                         if pubs.exited():
@@ -372,12 +378,12 @@ def run_streams_bench(
               + ("" if annotate is None else ", each stream drawn and encoded (libx264: "
                  + (", ".join(f"{k}={v}" for k, v in annotate.items()) or "vidpipe's defaults") + ")"),
         columns=["streams", *(["run"] if repeat > 1 else []), "realtime", "fps_total", "fps_min", "fps_median", "p50_ms", "p99_ms", "max_ms",
-                 "drops", "drop_causes", "drops_before", "publisher_late_33ms", "publisher_late_100ms", "reconnects", "cpu_cores", "machine_cores", "gpu_util", "nvdec_util", "batch_size", "decoder", "live_processes",
+                 "drops", "drop_causes", "drops_before", "publisher_late_33ms", "publisher_late_100ms", "reconnects", "cpu_cores", "machine_cores", "gpu_util", "nvdec_util", "batch_size", "in_flight", "decoder", "live_processes",
                  *(["annotate_ms", "encoded_frames", "encode_ms", "encoder_threads", "encoder_waits", "encoder_errors"]
                    if annotate is not None else [])],
         headers={"fps_total": "results/s", "fps_min": "min fps/stream", "fps_median": "median fps/stream",
                  "p50_ms": "p50 ms", "p99_ms": "p99 ms", "max_ms": "max ms", "cpu_cores": "CPU cores", "machine_cores": "machine cores",
-                 "live_processes": "decoder procs", "drop_causes": "drops by cause",
+                 "live_processes": "decoder procs", "drop_causes": "drops by cause", "in_flight": "batches in flight",
                  "drops_before": "drops before the window",
                  "publisher_late_33ms": "packets published > 33 ms late", "publisher_late_100ms": "> 100 ms late",
                  "gpu_util": "GPU %", "nvdec_util": "NVDEC %", "realtime": "real time",

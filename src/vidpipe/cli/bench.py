@@ -101,6 +101,9 @@ def add_parser(sub, common) -> None:
                    help=f"frames held per stream while the model is busy (LiveOptions.queue_frames; default {LiveOptions.queue_frames})")
     s.add_argument("--decode-latency", default="auto", choices=DECODE_LATENCIES,
                    help="when NVDEC hands frames out (LiveOptions.decode_latency; default: auto)")
+    s.add_argument("--in-flight", type=_positive_int, default=None, metavar="N",
+                   help="batches on the GPU while the oldest is post-processed "
+                        "(PipelineConfig.batches_in_flight; default: vidpipe.detect's)")
     s.add_argument("--nginx-root", default=None, metavar="DIR",
                    help="nginx + libnginx-mod-rtmp unpacked with dpkg -x (default: the system's)")
     s.add_argument("--per-process", type=_positive_int, default=8, help="streams per publisher process")
@@ -254,5 +257,6 @@ def run_streams(args: argparse.Namespace) -> int:
         work_dir=args.cache_dir,
         repeat=args.repeat,
         annotate=dict(args.annotate_option) if args.annotate else None,
+        in_flight=args.in_flight,
     )
     return _show(result, args, "bench_streams")
