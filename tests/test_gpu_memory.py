@@ -90,6 +90,13 @@ def test_more_sources_and_kept_frames_cost_more():
     assert "kept frames" in [n for n, _, _ in kept.parts] and kept.batch_size <= one.batch_size
 
 
+def test_each_batch_in_flight_costs_one_batch_of_inputs():
+    one, three = plan(40 * GiB), plan(40 * GiB, in_flight=3)
+    inputs = {p: dict((n, b) for n, b, _ in p.parts)["inputs"] for p in (one, three)}
+    assert inputs[three] - inputs[one] == 2 * 32 * MODEL["input_frame_bytes"]
+    assert "3 in flight" in dict((n, why) for n, _, why in three.parts)["inputs"]
+
+
 def test_too_small_names_the_minimum_and_the_minimum_works():
     with pytest.raises(GpuMemoryError, match=r"too small .* even at batch 1.*give at least (\d+) MiB") as e:
         plan(100 * MiB)

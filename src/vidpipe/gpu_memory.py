@@ -159,17 +159,18 @@ class GpuMemoryPlan:
 
 def _parts(
     batch: int, *, held: int, act_fixed: int, act_per_frame: int, cuda_graph: bool, input_frame_bytes: int,
-    source_frame_bytes: int, keep_frames: bool, queue_depth: int, open_sources: int,
+    source_frame_bytes: int, keep_frames: bool, queue_depth: int, open_sources: int, in_flight: int = 1,
 ) -> list[tuple[str, int, str]]:  # fmt: skip
     graph = 2 if cuda_graph else 1
-    chunks = (queue_depth + 2) * open_sources + 2
+    chunks = (queue_depth + 2) * open_sources + 1 + in_flight
     out = [
         ("held", held, "allocated when the run started: model weights and anything else already on the GPU"),
         ("model", graph * (act_fixed + batch * act_per_frame),
          f"activations at batch {batch} ({mib(act_per_frame * 10) / 10:g} MiB a frame, measured)"
          + (" x2: the CUDA graph's pool and the eager warm-up" if cuda_graph else "")),
         ("inputs", chunks * batch * input_frame_bytes,
-         f"{chunks} model-input chunks of {batch} frames ({queue_depth} queued + 2 per open source, joined + in flight)"),
+         f"{chunks} model-input chunks of {batch} frames ({queue_depth} queued + 2 per open source, joined + "
+         f"{in_flight} in flight)"),
     ]  # fmt: skip
     if keep_frames:
         kept = (queue_depth + 2) * open_sources * batch * source_frame_bytes
@@ -193,11 +194,13 @@ def plan_gpu_memory(
     queue_depth: int,
     keep_frames: bool,
     decode_cap: int,
+    in_flight: int = 1,
 ) -> GpuMemoryPlan:
     """Split ``budget`` bytes among the parts of a run (see the module docstring).
 
     ``decode_frame_bytes``: one decoded frame (NV12 of the largest input); ``source_frame_bytes``:
-    one kept RGB frame; ``decode_cap``: the most a decoder's window gets (the default window).
+    one kept RGB frame; ``decode_cap``: the most a decoder's window gets (the default window);
+    ``in_flight``: batches launched and not yet post-processed (``batches_in_flight``).
     The batch is the largest at most ``batch_size`` that leaves every open source at least
     :data:`MIN_DECODE_BUFFERS` decoded frames. Raises :class:`GpuMemoryError` when batch 1 does
     not fit, naming the minimum budget.
@@ -210,7 +213,8 @@ def plan_gpu_memory(
 
     kw = dict(held=held, act_fixed=act_fixed, act_per_frame=act_per_frame, cuda_graph=cuda_graph,
               input_frame_bytes=input_frame_bytes, source_frame_bytes=source_frame_bytes,
-              keep_frames=keep_frames, queue_depth=queue_depth, open_sources=open_sources)  # fmt: skip
+              keep_frames=keep_frames, queue_depth=queue_depth, open_sources=open_sources,
+              in_flight=in_flight)  # fmt: skip
 
     def need(b: int) -> int:
         return sum(n for _, n, _ in _parts(b, **kw)) + margin + decode_min(b)

@@ -84,7 +84,7 @@ class RunMemory:
             decode_frame_bytes=nv12, source_frame_bytes=rgb,
             open_sources=min(max(1, len(specs)), config.max_open_sources), queue_depth=config.queue_depth,
             keep_frames=config.keep_frames,
-            decode_cap=default_buffer_bytes(self.device),
+            decode_cap=default_buffer_bytes(self.device), in_flight=config.batches_in_flight,
         )  # fmt: skip
 
     def adjust(self, config: "PipelineConfig") -> "PipelineConfig":
