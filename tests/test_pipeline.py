@@ -259,3 +259,12 @@ def test_time_to_first_result_counts_from_the_call(bikes_path):
     assert 0 < s.stats["first_result_s"] <= waited + 0.001  # (the summary rounds to ms)
     assert s.stats["first_result_s"] > (run.created_mono - t0) - 0.001  # the model's loading is in it
     assert f"first result {s.stats['first_result_s']:.2f} s after the call" in s.format_text()
+
+
+def test_decoder_processes_on_the_cpu_are_ignored_with_a_warning(bikes_path, caplog):
+    """Decoder processes run NVDEC sessions: a CPU run says it ignores them, and runs."""
+    with caplog.at_level("WARNING", logger="vidpipe.pipeline"):
+        run = vidpipe.detect(bikes_path, device="cpu", max_frames=4, batch_size=4, decoder_processes=2)
+        assert len(list(run)) == 4
+    said = [r.getMessage() for r in caplog.records if "decoder_processes=2" in r.getMessage()]
+    assert said and "ignored" in said[0] and "CPU" in said[0], [r.getMessage() for r in caplog.records]

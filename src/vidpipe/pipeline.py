@@ -111,6 +111,10 @@ class DetectionRun:
         self.detector = detector
         self.config = config
         self.device: "torch.device" = detector.device
+        if config.decoder_processes and self.device.type != "cuda":
+            logger.warning("decoder_processes=%d: decoder processes run NVDEC sessions on a GPU; this run decodes on "
+                           "the %s with PyAV in threads (the option is ignored)", config.decoder_processes,
+                           self.device.type.upper())  # fmt: skip
         self.keep_alive = bool(keep_alive)
         self.failed_inputs = tuple(failed)
         self.states: list[SourceState] = []
