@@ -65,7 +65,8 @@ class PipelineConfig:
         batches_in_flight: batches launched on the GPU and not yet post-processed when the next
             one is launched (1 to 8): the consumer thread waits for the oldest one's results
             while the GPU works on the others. ``1`` (default): batch N+1's model is queued
-            before batch N is post-processed.
+            before batch N is post-processed. Measured on an H200 with 64 and 96 live 1080p
+            streams: 1, 2 and 3 gave the same rates and latencies (``bench streams --in-flight``).
     """
 
     decoder: str = "auto"
