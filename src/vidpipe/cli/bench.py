@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from vidpipe.cli._process_args import process_count, process_count_or_auto
 from vidpipe.sources.options import DECODE_LATENCIES, LiveOptions
 
 CACHE_HELP = ("keep the generated media in DIR and reuse them in later runs (default: a temporary folder, "
@@ -21,16 +22,6 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
-    return value
-
-
-def _processes(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 64:
-        raise argparse.ArgumentTypeError(f"expected 0 (threads) to 64 decoder processes, got {text!r}")
     return value
 
 
@@ -95,7 +86,7 @@ def add_parser(sub, common) -> None:
     s.add_argument("--batch-timeout", type=float, default=None, metavar="S",
                    help="seconds a partial batch waits (default: one frame interval)")
     s.add_argument("--decoder", default="auto", help="video decoder of the streams: auto, nvdec, pyav")
-    s.add_argument("--live-processes", type=_processes, default=None, metavar="N",
+    s.add_argument("--live-processes", type=process_count, default=None, metavar="N",
                    help="decoder processes for the streams (0: threads; default: automatic, see LiveOptions.processes)")
     s.add_argument("--queue-frames", type=_positive_int, default=None, metavar="N",
                    help=f"frames held per stream while the model is busy (LiveOptions.queue_frames; default {LiveOptions.queue_frames})")
@@ -206,7 +197,7 @@ def run_startup(args: argparse.Namespace) -> int:
 
 
 def _process_series(text: str) -> tuple[int | None, ...]:
-    return tuple(None if part.strip() == "auto" else _processes(part.strip()) for part in text.split(","))
+    return tuple(process_count_or_auto(part.strip()) for part in text.split(","))
 
 
 def _encoder_option(text: str) -> tuple[str, str]:

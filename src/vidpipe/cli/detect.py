@@ -19,6 +19,7 @@ from vidpipe.cli._annotate_args import add_annotate_args, annotate_stages, check
 from vidpipe.cli._embed_args import add_embed_args, with_embed_stages
 from vidpipe.cli._event_args import add_event_args, detect_events
 from vidpipe.cli._live_args import LiveWatch, add_live_args, live_options
+from vidpipe.cli._process_args import process_count_or_auto
 from vidpipe.cli._resume import add_resume_arg, resume_setup
 from vidpipe.cli._zone_args import add_zone_args, needs_tracking, zone_stages
 from vidpipe.cli._track_args import add_track_args, track_options
@@ -72,22 +73,6 @@ def _gpu_memory(text: str) -> "int | float":
             f"got {text!r}"
         ) from None
     return value  # type: ignore[return-value]  # a string never parses to None
-
-
-def _decoder_processes(text: str) -> int | None:
-    from vidpipe.decode.base import MAX_DECODER_PROCESSES
-
-    if text == "auto":
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= MAX_DECODER_PROCESSES:
-        raise argparse.ArgumentTypeError(
-            f"expected auto or 0 (threads) to {MAX_DECODER_PROCESSES} decoder processes, got {text!r}"
-        )
-    return value
 
 
 def _device(text: str) -> str:
@@ -152,7 +137,7 @@ def add_parser(sub, common) -> None:
     p.add_argument("--max-gpu-memory", type=_gpu_memory, default=None, metavar="SIZE",
                    help="one bound on the run's GPU memory (frame buffers, rings, batches, the model): "
                    "4GiB, 512MiB, or a fraction of the card such as 0.5 (default: no bound)")
-    p.add_argument("--decoder-processes", type=_decoder_processes, default=None, metavar="N",
+    p.add_argument("--decoder-processes", type=process_count_or_auto, default=None, metavar="N",
                    help="NVDEC sessions in N decoder processes (0: threads in this one; default: auto, started "
                    "with the command for a long video file, see vidpipe.decode.prestart)")
     p.add_argument("--strict-gpu", action="store_true", help="fail instead of falling back to the CPU on a GPU device")
