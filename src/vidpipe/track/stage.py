@@ -44,12 +44,13 @@ from vidpipe.errors import ConfigError
 from vidpipe.track.book import PackedFrames, TrackBook
 from vidpipe.track.config import TrackConfig
 from vidpipe.track.process import TrackerProcess, TrackerProcessError
+from vidpipe.types import replace_unchecked
 
 if TYPE_CHECKING:
     import numpy as np
 
     from vidpipe.track.book import StreamIds
-    from vidpipe.types import Detections, FrameMeta, FrameResult
+    from vidpipe.types import FrameMeta, FrameResult
 
 __all__ = ["PendingTracks", "TrackerStage", "frame_time"]
 
@@ -307,13 +308,4 @@ def _attach(results: "Sequence[FrameResult]", ids: "np.ndarray", counts: list[in
         host = torch.from_numpy(ids)
         on = {dev: host if dev.type == "cpu" else host.to(dev) for dev in devices}
         parts = [on[r.detections.device][a : a + c] for r, a, c in zip(results, starts, counts)]
-    return [_with_detections(r, r.detections.with_track_ids(part)) for r, part in zip(results, parts)]
-
-
-def _with_detections(result: "FrameResult", detections: "Detections") -> "FrameResult":
-    """``dataclasses.replace(result, detections=detections)`` without the ``__init__`` call (a
-    third of the per-frame cost of putting ids on a batch's results, on the run's thread)."""
-    out = object.__new__(type(result))
-    out.__dict__.update(result.__dict__)
-    object.__setattr__(out, "detections", detections)
-    return out
+    return [replace_unchecked(r, detections=r.detections.with_track_ids(part)) for r, part in zip(results, parts)]
