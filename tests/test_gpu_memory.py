@@ -222,3 +222,22 @@ def test_summary_line():
     assert gpu_memory_text(None) == ""
     text = RunSummary(stats={"gpu_memory": report}).format_text()
     assert "gpu memory: budget 1024 MiB" in text
+
+
+def test_the_letterbox_work_buffer_is_one_batch_for_the_whole_run():
+    per_frame = 3 * 1080 * 416 * 4  # float32, source height x resized width
+    p = plan(16 * GiB, sources=3, scratch_frame_bytes=per_frame)
+    parts = {name: n for name, n, _ in p.parts}
+    assert parts["preprocess"] == p.batch_size * per_frame  # not per source
+    assert "preprocess" not in {name for name, _, _ in plan(16 * GiB).parts}
+    assert plan(GiB, scratch_frame_bytes=per_frame).batch_size < plan(GiB).batch_size
+
+
+def test_the_run_counts_the_work_buffer_of_its_largest_input(bikes_path):
+    from vidpipe.pipeline_memory import _frame_sizes
+    from vidpipe.sources.spec import classify_one
+
+    nv12, rgb, scratch = _frame_sizes([], (416, 416))  # no inputs: a nominal 1080p frame
+    assert (nv12, rgb, scratch) == (1620 * 1920, 3 * 1080 * 1920, 3 * 1080 * 416 * 4)
+    nv12, rgb, scratch = _frame_sizes(classify_one(str(bikes_path)), (416, 416))  # 640x272
+    assert (nv12, rgb, scratch) == (408 * 640, 3 * 272 * 640, 3 * 272 * 416 * 4)

@@ -11,6 +11,9 @@ What a detection run allocates on the GPU through PyTorch's caching allocator, a
   open source (``queue_depth`` chunks, one being made, one being joined) plus the joined batch
   and the one in flight;
 - **kept frames** (``keep_frames``): the same number of source-sized RGB frames;
+- **preprocess**: the fused NV12 letterbox's float32 work buffer for one batch (source height x
+  resized width; 164.5 MiB for 32 1080p frames), one for the whole run
+  (:class:`~vidpipe.ops.scratch.ScratchArena`, the detector's);
 - **decode**: what is left, shared among the open sources: each NVDEC decoder's frame window
   (batch buffers of NV12 frames decoded ahead of the consumer, :mod:`vidpipe.decode.parallel`;
   with decoder processes the shared ring, :mod:`vidpipe.decode.procring`), at most the default
@@ -160,6 +163,7 @@ class GpuMemoryPlan:
 def _parts(
     batch: int, *, held: int, act_fixed: int, act_per_frame: int, cuda_graph: bool, input_frame_bytes: int,
     source_frame_bytes: int, keep_frames: bool, queue_depth: int, open_sources: int, in_flight: int = 1,
+    scratch_frame_bytes: int = 0,
 ) -> list[tuple[str, int, str]]:  # fmt: skip
     graph = 2 if cuda_graph else 1
     chunks = (queue_depth + 2) * open_sources + 1 + in_flight
@@ -175,6 +179,9 @@ def _parts(
     if keep_frames:
         kept = (queue_depth + 2) * open_sources * batch * source_frame_bytes
         out.append(("kept frames", kept, f"keep_frames: {(queue_depth + 2) * batch} RGB frames per open source"))
+    if scratch_frame_bytes:
+        out.append(("preprocess", batch * scratch_frame_bytes,
+                    f"the NV12 letterbox's float32 work buffer for {batch} frames (one, shared by the sources)"))
     return out
 
 
@@ -195,12 +202,14 @@ def plan_gpu_memory(
     keep_frames: bool,
     decode_cap: int,
     in_flight: int = 1,
+    scratch_frame_bytes: int = 0,
 ) -> GpuMemoryPlan:
     """Split ``budget`` bytes among the parts of a run (see the module docstring).
 
     ``decode_frame_bytes``: one decoded frame (NV12 of the largest input); ``source_frame_bytes``:
     one kept RGB frame; ``decode_cap``: the most a decoder's window gets (the default window);
-    ``in_flight``: batches launched and not yet post-processed (``batches_in_flight``).
+    ``in_flight``: batches launched and not yet post-processed (``batches_in_flight``);
+    ``scratch_frame_bytes``: the NV12 letterbox's work buffer per frame (0: none, RGB inputs).
     The batch is the largest at most ``batch_size`` that leaves every open source at least
     :data:`MIN_DECODE_BUFFERS` decoded frames. Raises :class:`GpuMemoryError` when batch 1 does
     not fit, naming the minimum budget.
@@ -214,7 +223,7 @@ def plan_gpu_memory(
     kw = dict(held=held, act_fixed=act_fixed, act_per_frame=act_per_frame, cuda_graph=cuda_graph,
               input_frame_bytes=input_frame_bytes, source_frame_bytes=source_frame_bytes,
               keep_frames=keep_frames, queue_depth=queue_depth, open_sources=open_sources,
-              in_flight=in_flight)  # fmt: skip
+              in_flight=in_flight, scratch_frame_bytes=scratch_frame_bytes)  # fmt: skip
 
     def need(b: int) -> int:
         return sum(n for _, n, _ in _parts(b, **kw)) + margin + decode_min(b)

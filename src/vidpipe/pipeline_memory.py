@@ -19,12 +19,15 @@ logger = logging.getLogger("vidpipe.pipeline")
 __all__ = ["RunMemory"]
 
 
-def _frame_sizes(specs: Sequence[Any]) -> tuple[int, int]:
-    """``(nv12_bytes, rgb_bytes)`` of the largest frame among the inputs: files are probed (their
-    header only); other inputs count as :data:`~vidpipe.gpu_memory.NOMINAL_FRAME`."""
+def _frame_sizes(specs: Sequence[Any], size: tuple[int, int]) -> tuple[int, int, int]:
+    """``(nv12_bytes, rgb_bytes, scratch_bytes)`` of the largest frame among the inputs (the last:
+    the NV12 letterbox's float32 work buffer per frame, source height x width resized into
+    ``size``): files are probed (their header only); other inputs count as
+    :data:`~vidpipe.gpu_memory.NOMINAL_FRAME`."""
     from vidpipe.decode.probe import probe
+    from vidpipe.ops.letterbox import letterbox_geometry
 
-    nv12, rgb = 0, 0
+    nv12, rgb, scratch = 0, 0, 0
     for item in specs:
         spec = getattr(item, "spec", item)
         h, w, deep = *NOMINAL_FRAME, False
@@ -36,7 +39,10 @@ def _frame_sizes(specs: Sequence[Any]) -> tuple[int, int]:
                 pass
         nv12 = max(nv12, (h * 3 // 2) * w * (2 if deep else 1))
         rgb = max(rgb, 3 * h * w)
-    return nv12 or NOMINAL_FRAME[0] * 3 // 2 * NOMINAL_FRAME[1], rgb or 3 * NOMINAL_FRAME[0] * NOMINAL_FRAME[1]
+        scratch = max(scratch, 3 * h * letterbox_geometry(h, w, *size).new_w * 4)
+    if not nv12:  # no inputs
+        return _frame_sizes([None], size)  # a nominal frame
+    return nv12, rgb, scratch
 
 
 class RunMemory:
@@ -76,8 +82,8 @@ class RunMemory:
         total = torch.cuda.get_device_properties(index).total_memory
         budget = resolve_budget(limit, total)
         held, fixed, per_frame = measure_model(detector, self.device)
-        nv12, rgb = _frame_sizes(specs)
         h, w = detector.input_size
+        nv12, rgb, scratch = _frame_sizes(specs, (h, w))
         return plan_gpu_memory(
             budget, total=total, batch_size=config.batch_size, held=held, act_fixed=fixed, act_per_frame=per_frame,
             cuda_graph=config.accel == "auto", input_frame_bytes=3 * h * w * detector.dtype.itemsize,
@@ -85,6 +91,7 @@ class RunMemory:
             open_sources=min(max(1, len(specs)), config.max_open_sources), queue_depth=config.queue_depth,
             keep_frames=config.keep_frames,
             decode_cap=default_buffer_bytes(self.device), in_flight=config.batches_in_flight,
+            scratch_frame_bytes=scratch if config.decoder != "pyav" else 0,
         )  # fmt: skip
 
     def adjust(self, config: "PipelineConfig") -> "PipelineConfig":

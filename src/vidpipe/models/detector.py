@@ -12,6 +12,7 @@ from vidpipe._validate import check_range
 from vidpipe.errors import ConfigError, ModelError
 from vidpipe.models.base import Candidates
 from vidpipe.models.heads import get_head
+from vidpipe.ops.scratch import ScratchArena
 from vidpipe.models.twins import GraphTwins
 from vidpipe.post.boxes import to_source
 from vidpipe.post.nms import nms
@@ -134,6 +135,9 @@ class Detector:
         #: CUDA streams lent to the runs' workers and post-processing, kept across runs so the
         #: caching allocator's blocks cached on them are reused (:mod:`vidpipe.models.twins`)
         self.cuda_streams: GraphTwins[Any] = GraphTwins(keep_idle=32)
+        #: the fused letterbox's work buffer, shared by the runs' sources and kept across runs, so
+        #: GPU memory does not depend on their timing (:mod:`vidpipe.ops.scratch`)
+        self.scratch = ScratchArena(model.device)
         if self.config.classes is not None:
             import torch
 

@@ -58,6 +58,8 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
+    from vidpipe.ops.scratch import ScratchArena
+
 __all__ = ["yuv_letterbox", "nv12_to_rgb", "resample_taps", "taps_for", "triton_ready"]
 
 logger = logging.getLogger(__name__)
@@ -287,6 +289,7 @@ def yuv_letterbox(
     backend: Backend = "auto",
     method: Method | None = None,
     resample: Resample = DEFAULT_RESAMPLE,
+    scratch: "ScratchArena | None" = None,
 ) -> "tuple[torch.Tensor, LetterboxGeometry]":
     """Convert NV12 / P010 frames to RGB and letterbox them into the model's input, fused.
 
@@ -301,6 +304,9 @@ def yuv_letterbox(
         method: Triton only: ``"two_pass"`` (default, two kernels) or ``"direct"`` (one kernel).
         resample: the resize filter, as :func:`~vidpipe.ops.letterbox.letterbox`'s (default
             ``"darknet"``).
+        scratch: where ``two_pass`` takes its float32 intermediate (``(B, 3, H, W_in')``, a
+            detector's :class:`~vidpipe.ops.scratch.ScratchArena`: GPU memory that does not
+            depend on timing); ``None``: a ``torch.empty`` on the current stream per call.
 
     Returns:
         ``(tensor, geometry)``: ``(B, 3, H_in, W_in)`` RGB in [0, 1] on ``batch.device`` (grey 0.5
@@ -328,7 +334,7 @@ def yuv_letterbox(
     if b == 0:
         return out, geo
     if _use_triton(backend, batch.device):
-        _letterbox_triton(batch, geo, out, method or _DEFAULT_METHOD, resample)
+        _letterbox_triton(batch, geo, out, method or _DEFAULT_METHOD, resample, scratch)
     else:
         _letterbox_torch(batch, geo, out, resample)
     return out, geo
@@ -358,11 +364,13 @@ def _letterbox_torch(batch: FrameBatch, geo: LetterboxGeometry, out: "torch.Tens
 
 
 def _letterbox_triton(
-    batch: FrameBatch, geo: LetterboxGeometry, out: "torch.Tensor", method: str, resample: str
-) -> None:
+    batch: FrameBatch, geo: LetterboxGeometry, out: "torch.Tensor", method: str, resample: str,
+    scratch: "ScratchArena | None" = None,
+) -> None:  # fmt: skip
+    import contextlib
+
     import torch
 
-    from vidpipe.ops import scratch
     from vidpipe.ops import triton_kernels as tk
 
     b, h = len(batch), geo.src_h
@@ -381,14 +389,16 @@ def _letterbox_triton(
             PAD=PAD_VALUE, BLOCK_R=block_r, BLOCK_C=block_c, **flags,
         )
         return
-    tmp = scratch.empty((b, 3, h, geo.new_w), dtype=torch.float32, device=batch.device)  # shared by every run's streams
+    shape = (b, 3, h, geo.new_w)
     hb_r, hb_c = _HPASS_BLOCK
     grid1 = (math.ceil(geo.new_w / hb_c), math.ceil(h / hb_r), b)
-    tk.hpass_kernel[grid1](
-        a["src"], tmp, xidx, xw, h, geo.src_w, geo.new_w, xidx.shape[1], *a["strides"], *tmp.stride()[:3],
-        *a["coef"], BLOCK_R=hb_r, BLOCK_C=hb_c, **flags,
-    )
-    tk.vpass_kernel[grid_out](
-        tmp, out, yidx, yw, geo.new_h, geo.new_w, yidx.shape[1], geo.dst_h, geo.dst_w, geo.pad_y, geo.pad_x,
-        *tmp.stride()[:3], *ostr, PAD=PAD_VALUE, BLOCK_R=block_r, BLOCK_C=block_c,
-    )
+    with (scratch.borrow(shape, dtype=torch.float32) if scratch is not None and scratch.device == batch.device
+          else contextlib.nullcontext(torch.empty(shape, dtype=torch.float32, device=batch.device))) as tmp:
+        tk.hpass_kernel[grid1](
+            a["src"], tmp, xidx, xw, h, geo.src_w, geo.new_w, xidx.shape[1], *a["strides"], *tmp.stride()[:3],
+            *a["coef"], BLOCK_R=hb_r, BLOCK_C=hb_c, **flags,
+        )
+        tk.vpass_kernel[grid_out](
+            tmp, out, yidx, yw, geo.new_h, geo.new_w, yidx.shape[1], geo.dst_h, geo.dst_w, geo.pad_y, geo.pad_x,
+            *tmp.stride()[:3], *ostr, PAD=PAD_VALUE, BLOCK_R=block_r, BLOCK_C=block_c,
+        )

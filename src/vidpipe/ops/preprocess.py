@@ -16,6 +16,7 @@ from vidpipe.types import FrameBatch, ModelInput
 if TYPE_CHECKING:
     import torch
 
+    from vidpipe.ops.scratch import ScratchArena
     from vidpipe.pipeline_config import PipelineConfig
 
 
@@ -26,6 +27,7 @@ def preprocess(
     dtype: "torch.dtype",
     device: "torch.device",
     keep_frames: bool = False,
+    scratch: "ScratchArena | None" = None,
 ) -> ModelInput:
     """Turn a :class:`FrameBatch` into a letterboxed :class:`ModelInput` on ``device``.
 
@@ -40,6 +42,8 @@ def preprocess(
             once (decoders recycle their buffers), an NV12/P010 batch is converted at full size
             with the colour conversion the model input gets (:func:`~vidpipe.ops.fused.nv12_to_rgb`,
             bit-exact with PyAV's ``rgb24`` for 8-bit frames), on the current CUDA stream.
+        scratch: the fused NV12/P010 letterbox's work buffer (a detector's
+            :class:`~vidpipe.ops.scratch.ScratchArena`); ``None``: one per call.
 
     Returns:
         ``ModelInput`` with ``tensor`` ``(B, 3, H, W)`` in [0, 1], per-frame ``scale`` ``(B, 2)``
@@ -67,7 +71,7 @@ def preprocess(
 
         if batch.device != device:
             raise ValueError(f"{batch.format} frames on {batch.device} cannot feed a model on {device}")
-        tensor, geo = yuv_letterbox(batch, size, dtype=dtype)
+        tensor, geo = yuv_letterbox(batch, size, dtype=dtype, scratch=scratch)
         if keep_frames:
             images = nv12_to_rgb(batch)
     # Per axis, from the real resized size (Darknet truncates the short side: 640x272 -> 416x176
@@ -128,8 +132,8 @@ class Preprocessor:
     """``FrameBatch -> ModelInput`` for one detector and run config, as the video sources do it:
     the canvas of :func:`~vidpipe.ops.letterbox.canvas_size` (``config.letterbox`` for models of
     dynamic shape, else the model's square), then :func:`preprocess` with ``config.keep_frames``,
-    on the current CUDA stream. ``detector`` needs ``device``, ``dtype``, ``input_size`` and
-    ``model.info``."""
+    on the current CUDA stream, with the detector's work buffer (``scratch``, where it has one).
+    ``detector`` needs ``device``, ``dtype``, ``input_size`` and ``model.info``."""
 
     def __init__(self, detector: Any, config: "PipelineConfig") -> None:
         info = detector.model.info
@@ -137,6 +141,7 @@ class Preprocessor:
         self._size, self._stride = tuple(detector.input_size), info.stride
         self._mode = config.letterbox if info.dynamic_shape else "square"
         self._keep = config.keep_frames
+        self._scratch = getattr(detector, "scratch", None)
 
     def input_shape(self, height: int, width: int) -> tuple[int, int, int]:
         """``(3, H, W)`` of the model input of a ``height x width`` frame."""
@@ -146,4 +151,5 @@ class Preprocessor:
 
     def __call__(self, batch: FrameBatch) -> ModelInput:
         _, h, w = self.input_shape(batch.height, batch.width)
-        return preprocess(batch, size=(h, w), dtype=self._dtype, device=self._device, keep_frames=self._keep)
+        return preprocess(batch, size=(h, w), dtype=self._dtype, device=self._device, keep_frames=self._keep,
+                          scratch=self._scratch)
