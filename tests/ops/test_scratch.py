@@ -23,7 +23,10 @@ def test_one_buffer_the_size_of_the_largest_request_for_every_stream_and_thread(
     dev = torch.device("cuda", torch.cuda.current_device())
     arena = ScratchArena(dev)
     big, small = (4, 3, 1080, 416), (4, 3, 272, 416)
-    with arena.borrow(big, dtype=torch.float32) as t:
+    with arena.borrow(small, dtype=torch.float32) as t:
+        t.fill_(1)
+    assert arena.nbytes == 4 * 3 * 272 * 416 * 4
+    with arena.borrow(big, dtype=torch.float32) as t:  # grows (after the small one's work is done)
         first = t.data_ptr()
         assert t.shape == big and t.dtype == torch.float32 and t.is_contiguous()
     assert arena.nbytes == 4 * 3 * 1080 * 416 * 4

@@ -50,7 +50,6 @@ class ScratchArena:
         self._lock = threading.Lock()
         self._buffer: torch.Tensor | None = None
         self._done: Any = None  # CUDA event after the last borrower's kernels
-        self._streams: set[int] = set()  # streams recorded on the buffer (for the allocator, at free)
 
     @property
     def nbytes(self) -> int:
@@ -74,14 +73,12 @@ class ScratchArena:
         nbytes = math.prod(shape) * dtype.itemsize
         with self._lock:
             stream = torch.cuda.current_stream(self.device)
+            if self._buffer is None or self._buffer.numel() < nbytes:
+                self._grow(nbytes, stream)
             buf = self._buffer
-            if buf is None or buf.numel() < nbytes:
-                buf = self._grow(nbytes, stream)
             if self._done is not None:
                 stream.wait_event(self._done)
-            if stream.cuda_stream not in self._streams:
-                buf.record_stream(stream)  # when it is freed, the allocator waits for this stream's work
-                self._streams.add(stream.cuda_stream)
+            buf.record_stream(stream)  # when it is freed, the allocator waits for this stream's work
             try:
                 yield buf[:nbytes].view(dtype).view(shape)
             finally:
@@ -89,18 +86,20 @@ class ScratchArena:
                     self._done = torch.cuda.Event()
                 self._done.record(stream)
 
-    def _grow(self, nbytes: int, stream: "torch.cuda.Stream") -> "torch.Tensor":
-        """A buffer of ``nbytes`` in place of the smaller one (which the allocator frees once the
-        streams that used it are done with it). Allocated from the default stream's cache, which
-        every run shares; ``stream`` waits for the default stream's queued work first, since the
-        allocator may hand out a block that work still uses (it frees in the default stream's order)."""
+    def _grow(self, nbytes: int, stream: "torch.cuda.Stream") -> None:
+        """A buffer of ``nbytes`` in place of the smaller one, once the kernels queued on that one
+        are done (a wait on this thread: it happens when a larger frame size is first seen).
+        Allocated from the default stream's cache, which every run shares; ``stream`` waits for
+        the default stream's queued work first, since the allocator may hand out a block that work
+        still uses (it frees in the default stream's order)."""
         import torch
 
+        if self._done is not None:
+            self._done.synchronize()
+        self._buffer = None
         default = torch.cuda.default_stream(self.device)
         with torch.cuda.stream(default):
             buf = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
-        self._streams = {default.cuda_stream}
         if stream != default:
             stream.wait_stream(default)
         self._buffer = buf
-        return buf
