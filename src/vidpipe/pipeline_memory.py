@@ -84,6 +84,8 @@ class RunMemory:
         held, fixed, per_frame = measure_model(detector, self.device)
         h, w = detector.input_size
         nv12, rgb, scratch = _frame_sizes(specs, (h, w))
+        if config.decoder == "pyav" or detector.scratch.nbytes >= config.batch_size * scratch:
+            scratch = 0  # RGB frames (no NV12 letterbox), or an earlier run's work buffer, in ``held``
         return plan_gpu_memory(
             budget, total=total, batch_size=config.batch_size, held=held, act_fixed=fixed, act_per_frame=per_frame,
             cuda_graph=config.accel == "auto", input_frame_bytes=3 * h * w * detector.dtype.itemsize,
@@ -91,7 +93,7 @@ class RunMemory:
             open_sources=min(max(1, len(specs)), config.max_open_sources), queue_depth=config.queue_depth,
             keep_frames=config.keep_frames,
             decode_cap=default_buffer_bytes(self.device), in_flight=config.batches_in_flight,
-            scratch_frame_bytes=scratch if config.decoder != "pyav" else 0,
+            scratch_frame_bytes=scratch,
         )  # fmt: skip
 
     def adjust(self, config: "PipelineConfig") -> "PipelineConfig":
