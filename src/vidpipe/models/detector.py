@@ -12,8 +12,8 @@ from vidpipe._validate import check_range
 from vidpipe.errors import ConfigError, ModelError
 from vidpipe.models.base import Candidates
 from vidpipe.models.heads import get_head
-from vidpipe.ops.scratch import ScratchArena
 from vidpipe.models.twins import GraphTwins
+from vidpipe.ops.scratch import ScratchArena
 from vidpipe.post.boxes import to_source
 from vidpipe.post.nms import nms
 from vidpipe.types import Detections, ModelInput

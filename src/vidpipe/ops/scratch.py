@@ -10,7 +10,7 @@ reserve one more. That happened after 1.35 minutes of a 26.5-minute soak on an H
 afterwards; the stack from ``tools/bench-probes/segment_growth.py``), and after ~2,000 runs in an
 earlier one: a service's memory would step up at a moment nobody can predict.
 
-:class:`ScratchArena` holds one buffer per device and lends it to one caller at a time
+A :class:`ScratchArena` holds one buffer on its device and lends it to one caller at a time
 (:meth:`ScratchArena.borrow`), for as long as the caller takes to queue its kernels. Whoever
 borrows next queues a wait, on the GPU, for the previous borrower's kernels (one CUDA event
 re-recorded per borrow), instead of asking for new memory: the memory is one buffer, the size of
