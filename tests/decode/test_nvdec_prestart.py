@@ -1,7 +1,7 @@
 """``vidpipe detect --decoder-processes 4`` starts its decoder processes with the command and
 decodes in them (vidpipe.decode.prestart); ``--decoder-processes 0`` keeps threads. Every frame
 once either way, and the same detections (the same decoder in both). (Without the option a file
-of 60,000+ frames starts them: too long to make here.)"""
+of 15,000+ frames starts them: too long to make here.)"""
 
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ video file among the inputs, and either ``processes`` given or a file of
 :data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames to decode. Not for shorter files: on an
 H200, four children starting beside the command delayed its first result from 2.2 to 4.9 s (their
 CUDA contexts and the command's start at the same time) and a 4,800-frame 1080p file took 11.6 s
-against 8.4 s with threads (``docs/bench/h200/startup``). Where they are used, starting them with
+against 8.4 s with threads (``docs/bench/h200/startup``); from about 15,000 1080p frames they win
+(``docs/bench/h200/startup/crossover``: 60,000 frames 23.5 s against 28.6 s). Where they are used, starting them with
 the command costs less than starting them at the decode: on that file ``vidpipe detect
 --decoder-processes 4`` took 12.4 s (median of 3), ``vidpipe.detect(..., decoder_processes=4)``
 from a Python script, which starts them at the decode, 14.0 s (threads: 9.1 and 9.9 s).
@@ -36,10 +37,11 @@ logger = logging.getLogger(__name__)
 #: inputs probed for their length (the rest of a long list is not looked at)
 PROBED_INPUTS = 8
 #: files smaller than this are not probed (a video of
-#: :data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames rarely is: 0.8 Mbit/s at 30 fps);
-#: reading the lengths of short inputs beside the command's import of PyTorch cost every command
-#: for the sake of a few
-PROBE_BYTES = 200 << 20
+#: :data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames rarely is: 1.6 Mbit/s at 30 fps;
+#: the real 1080p clip of 15,000 frames is 206 MB); reading the lengths of short inputs beside the
+#: command's import of PyTorch cost every command for the sake of a few. A long file under it still
+#: gets the processes, started at its decode instead
+PROBE_BYTES = 100 << 20
 
 
 def gpu_name(device: str) -> str | None:

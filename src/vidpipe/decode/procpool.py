@@ -61,11 +61,15 @@ START_TIMEOUT = 120.0
 #: H200, 1080p H.264 end to end (YOLOv3-tiny b32, one call): 2 / 3 / 4 processes 3,600 /
 #: 3,410-3,550 / 3,610-3,670 frames/s, threads in one process 2,560-2,600; an 8 GiB window no better
 DEFAULT_PROCESSES = 4
-#: ``processes=None`` starts the decoder processes (a few seconds, once per process) when a file has
-#: at least this many frames to decode; a running pool is always used. On an H200 at 1080p H.264
-#: they decode ~3,600 frames/s end to end against ~2,900 with threads: the start pays off from
-#: about 50,000 frames
-AUTO_START_FRAMES = 60_000
+#: ``processes=None`` starts the decoder processes (about 4 s, once per process) when a file has
+#: at least this many frames to decode; a running pool is always used. Measured with ``vidpipe
+#: bench startup CLIP --decoder-processes 0,4`` (fresh ``vidpipe detect`` processes, the real
+#: street clip at 1080p H.264, one H200, medians of 2, ``docs/bench/h200/startup/crossover``): wall
+#: seconds with threads / four processes started with the command: 4,800 frames 8.4 / 10.9, 7,500
+#: 9.0 / 11.3, 10,000 9.9 / 11.2, 15,000 14.1 / 12.8, 30,000 18.6 / 16.3, 60,000 28.6 / 23.5. The
+#: processes' start delays the first result by ~2.5 s; they then decode ~4,000 frames/s against
+#: ~2,700: a line through the points crosses at 15,000-20,000 frames. Measured at 1080p only
+AUTO_START_FRAMES = 15_000
 
 _pools: dict[str, "DecoderProcessPool"] = {}
 _starting: dict[str, threading.Event] = {}  # pools being started by a thread of their own: set when done
