@@ -102,7 +102,8 @@ def a_gpu_here(monkeypatch):
     started = []
     monkeypatch.setattr("vidpipe.decode.prestart.gpu_name", lambda device: "cuda:1" if device == "cuda:1" else "cuda:0")
     monkeypatch.setattr("importlib.util.find_spec", lambda name: object())
-    monkeypatch.setattr("vidpipe.decode.procpool.start_in_background", lambda name, n: started.append((name, n)))
+    monkeypatch.setattr("vidpipe.decode.procpool.start_in_background",
+                        lambda name, n, warm_for=None: started.append((name, n, warm_for)))
     return started
 
 
@@ -133,17 +134,27 @@ def test_a_file_the_decode_would_start_them_for_starts_them(make_clip, a_gpu_her
     clip = make_clip(".mp4", frames=40, gop=10, width=160, height=96)
     assert prestart_decoder_processes(["rtsp://cam/1", str(clip.path)], device="cuda:1")
     _looked()
-    assert a_gpu_here == [("cuda:1", 4)]  # DEFAULT_PROCESSES
+    assert a_gpu_here == [("cuda:1", 4, str(clip.path))]  # DEFAULT_PROCESSES, their sessions for the clip
     a_gpu_here.clear()
     assert prestart_decoder_processes([str(clip.path)], device="cuda", max_frames=20)  # --max-frames: shorter
     _looked()
     assert a_gpu_here == []
 
 
+def test_the_children_start_sessions_for_the_longest_file(make_clip, a_gpu_here, monkeypatch):
+    monkeypatch.setattr("vidpipe.decode.procpool.AUTO_START_FRAMES", 30)
+    monkeypatch.setattr("vidpipe.decode.prestart.PROBE_BYTES", 0)
+    short = make_clip(".mp4", frames=31, gop=10, width=160, height=96)
+    long = make_clip(".mp4", frames=60, gop=10, width=160, height=96)
+    assert prestart_decoder_processes([str(short.path), str(long.path)], device="cuda")
+    _looked()
+    assert a_gpu_here == [("cuda:0", 4, str(long.path))]
+
+
 def test_processes_asked_for_start_whatever_the_length(make_clip, a_gpu_here):
     clip = make_clip(".mp4", frames=12, gop=6, width=160, height=96)
     assert prestart_decoder_processes([str(clip.path)], device="auto", processes=3)
-    assert a_gpu_here == [("cuda:0", 3)]  # at once: no probe needed
+    assert a_gpu_here == [("cuda:0", 3, str(clip.path))]  # at once: no probe needed (the children probe it)
 
 
 def test_options_the_run_refuses_start_nothing(make_clip, a_gpu_here, monkeypatch):
@@ -151,3 +162,17 @@ def test_options_the_run_refuses_start_nothing(make_clip, a_gpu_here, monkeypatc
     clip = make_clip(".mp4", frames=12, gop=6, width=160, height=96)
     assert not prestart_decoder_processes([str(clip.path)], device="cuda", start=2.0, end=1.0)  # no raise here
     assert a_gpu_here == []
+
+
+@pytest.mark.parametrize("what", ["missing", "not-video"])
+def test_a_child_given_a_file_it_cannot_start_sessions_for_goes_on(tmp_path, what, caplog):
+    """A decoder child told to start NVDEC sessions for a file that is gone or not a video (or on
+    a machine without NVDEC, as here) logs it and says hello anyway: the decode reports the file."""
+    from vidpipe.decode.procworker import _warm_at_start
+
+    path = tmp_path / "clip.mp4"
+    if what == "not-video":
+        path.write_bytes(b"not a video" * 100)
+    with caplog.at_level("DEBUG", logger="vidpipe.decode.procworker"):
+        _warm_at_start(str(path), "cuda:0", 4)  # returns: no raise
+    assert "no NVDEC sessions started" in caplog.text

@@ -95,7 +95,7 @@ def prestart_decoder_processes(
     from vidpipe.decode.procpool import DEFAULT_PROCESSES, start_in_background
 
     if processes is not None:  # asked for: the decode starts them whatever the length
-        start_in_background(name, processes)
+        start_in_background(name, processes, warm_for=str(files[0]))  # the children probe it
         return True
     files = [p for p in files if _size(p) >= PROBE_BYTES]
     if not files:  # every input too small to hold AUTO_START_FRAMES frames: no thread, no probe
@@ -109,8 +109,9 @@ def prestart_decoder_processes(
         try:
             from vidpipe.decode.procpool import AUTO_START_FRAMES
 
-            if _longest(files, options) >= AUTO_START_FRAMES:
-                start_in_background(name, DEFAULT_PROCESSES)
+            frames, path = _longest(files, options)
+            if frames >= AUTO_START_FRAMES:
+                start_in_background(name, DEFAULT_PROCESSES, warm_for=str(path))
         except Exception as exc:  # noqa: BLE001 - the decode starts them itself, or uses threads
             logger.debug("decoder processes not started early: %s", exc)
 
@@ -125,18 +126,20 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _longest(files: Sequence[Path], options) -> int:
+def _longest(files: Sequence[Path], options) -> tuple[int, Path | None]:
     """The most frames one of ``files`` decodes with ``options`` (0 for inputs that are not
-    video, or whose length is unknown)."""
+    video, or whose length is unknown), and that file."""
     from vidpipe.decode.auto_choice import frames_to_decode
     from vidpipe.decode.probe import probe
     from vidpipe.errors import VidpipeError
 
-    most = 0
+    most, longest = 0, None
     for path in files:
         try:
             info = probe(path)
         except VidpipeError:  # an image, or not media: the run says so
             continue
-        most = max(most, frames_to_decode(info, options) or 0)
-    return most
+        frames = frames_to_decode(info, options) or 0
+        if frames > most:
+            most, longest = frames, path
+    return most, longest

@@ -80,14 +80,18 @@ _pools_lock = threading.Lock()
 
 
 class DecoderProcessPool:
-    """``processes`` decoder children for ``device`` (``"cuda:0"`` or ``"cpu"``).
+    """``processes`` decoder children for ``device`` (``"cuda:0"`` or ``"cpu"``). ``warm_for``: a
+    video file the children start their share of NVDEC sessions for before they say hello (the
+    driver creates sessions one at a time: ~2 s for the 24 of a 1080p H.264 file on an H200,
+    otherwise paid at the file's decode).
 
     Raises:
         DecodeError: a child did not start or connect within :data:`START_TIMEOUT` seconds.
     """
 
-    def __init__(self, device: str, processes: int) -> None:
+    def __init__(self, device: str, processes: int, *, warm_for: str | None = None) -> None:
         self.device = device
+        self.warm_for = warm_for  # a video file: the children start their NVDEC sessions for it
         self.procs: list[subprocess.Popen] = []
         self.conns: list[Any] = []
         self.alive: list[bool] = []
@@ -121,6 +125,9 @@ class DecoderProcessPool:
         env = python_env()
         if self.device.startswith("cuda"):  # the child opens its CUDA context before its hello
             env["VIDPIPE_PROC_DEVICE"] = self.device
+            if self.warm_for:  # and its share of the file's NVDEC sessions (procworker._warm_at_start)
+                env["VIDPIPE_PROC_WARM"] = self.warm_for
+                env["VIDPIPE_PROC_COUNT"] = str(n)
         if logger.isEnabledFor(logging.DEBUG):
             env["VIDPIPE_PROC_LOG"] = "DEBUG"
         for _ in range(n):
@@ -312,11 +319,12 @@ def is_starting(device: "torch.device | str") -> bool:
         return str(device) in _starting
 
 
-def start_in_background(device: "torch.device | str", processes: int) -> bool:
+def start_in_background(device: "torch.device | str", processes: int, *, warm_for: str | None = None) -> bool:
     """Start ``processes`` decoder children for ``device`` from a thread of their own and return at
     once, so that their start (each child imports PyTorch and opens a CUDA context: seconds)
     overlaps the caller's; a decode that finds the pool ready uses it, one that finds it starting
-    waits for it or not (:func:`get_pool`'s ``wait_s``). ``False``: a pool runs or starts already.
+    waits for it or not (:func:`get_pool`'s ``wait_s``); ``warm_for``: see :class:`DecoderProcessPool`.
+    ``False``: a pool runs or starts already.
     A start that fails is logged (decoding then uses threads); it never raises here."""
     name = str(device)
     with _pools_lock:
@@ -328,7 +336,7 @@ def start_in_background(device: "torch.device | str", processes: int) -> bool:
     def start() -> None:
         pool = None
         try:
-            pool = DecoderProcessPool(name, processes)
+            pool = DecoderProcessPool(name, processes, warm_for=warm_for)
         except Exception as exc:  # noqa: BLE001 - the run decodes with threads instead
             logger.warning("decoder processes could not start (%s); decoding with threads", exc)
         with _pools_lock:

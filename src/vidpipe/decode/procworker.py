@@ -311,6 +311,24 @@ def _warm(msg: tuple, send: Any) -> None:
         send(("warmed", 0, f"{type(exc).__name__}: {exc}"))
 
 
+def _warm_at_start(path: str, device: str, processes: int) -> None:
+    """Pool this child's share of the NVDEC sessions for ``path``'s kind of stream (the sessions
+    of the parent's first decode of it: :func:`~vidpipe.decode.nvdec.default_workers` over
+    ``processes``), before the hello: the pool's start then includes them, beside the parent's own
+    start, instead of the decode's. A file NVDEC cannot read is left to the decode to report."""
+    try:
+        import torch
+
+        from vidpipe.decode.nvdec import default_workers, warm_sessions
+        from vidpipe.decode.probe import probe
+
+        info = probe(path)
+        share = -(-default_workers(torch.device(device), info.codec) // max(1, processes))
+        warm_sessions(info, device, count=share, processes=0)
+    except Exception as exc:  # noqa: BLE001 - the decode starts its sessions itself
+        logging.getLogger(__name__).debug("no NVDEC sessions started for %s: %s", path, exc)
+
+
 def main() -> NoReturn:
     """Entry point of ``python -m vidpipe.decode.procworker``. From the environment: the parent's
     pid (``VIDPIPE_PROC_PARENT``), the inherited descriptors of this child's socket to the parent
@@ -335,6 +353,8 @@ def main() -> NoReturn:
 
     level = os.environ.get("VIDPIPE_PROC_LOG", "WARNING")
     logging.basicConfig(level=level, format="vidpipe decoder process %(process)d: %(levelname)s %(message)s")
+    if device.startswith("cuda") and os.environ.get("VIDPIPE_PROC_WARM"):
+        _warm_at_start(os.environ["VIDPIPE_PROC_WARM"], device, int(os.environ.get("VIDPIPE_PROC_COUNT", "1")))
     from vidpipe.sources.redact import RedactingFilter
 
     for handler in logging.getLogger().handlers:  # live streams log their URLs: never a password
