@@ -6,7 +6,9 @@ starts them itself, when the decode begins, for a file of
 asks for them; the file then waits for their start. ``vidpipe detect`` knows that before it
 imports PyTorch, so it calls :func:`prestart_decoder_processes` first thing (nothing imported but
 the standard library; PyAV in a thread reads the lengths of inputs of :data:`PROBE_BYTES` or
-more): the children start while the command does, and the decode waits less.
+more): the children start while the command does, each starting its share of the file's NVDEC
+sessions before it says hello (``warm_for``, :class:`~vidpipe.decode.procpool.DecoderProcessPool`),
+and the decode waits less.
 
 Only where the decode would start them anyway: a GPU device (``cuda``, ``cuda:N``, or ``auto`` on
 a machine with an NVIDIA driver), ``decoder`` ``auto`` or ``nvdec``, PyNvVideoCodec installed, a
