@@ -353,12 +353,12 @@ def main() -> NoReturn:
 
     level = os.environ.get("VIDPIPE_PROC_LOG", "WARNING")
     logging.basicConfig(level=level, format="vidpipe decoder process %(process)d: %(levelname)s %(message)s")
-    if device.startswith("cuda") and os.environ.get("VIDPIPE_PROC_WARM"):
-        _warm_at_start(os.environ["VIDPIPE_PROC_WARM"], device, int(os.environ.get("VIDPIPE_PROC_COUNT", "1")))
     from vidpipe.sources.redact import RedactingFilter
 
     for handler in logging.getLogger().handlers:  # live streams log their URLs: never a password
         handler.addFilter(RedactingFilter())
+    if device.startswith("cuda") and os.environ.get("VIDPIPE_PROC_WARM"):
+        _warm_at_start(os.environ["VIDPIPE_PROC_WARM"], device, int(os.environ.get("VIDPIPE_PROC_COUNT", "1")))
     conn.send(("hello", os.getpid()))
     try:
         told = serve(conn)
