@@ -49,3 +49,32 @@ def test_a_bad_series_is_a_usage_error(tmp_path):
     p = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "startup", "--decoder-processes", "auto,x"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "decoder processes" in p.stderr
+
+
+def test_lengths_measure_real_footage_scaled_and_looped_in_one_report(tmp_path):
+    """``--lengths``: the bundled street footage scaled to ``--size`` and looped to each length (the
+    clips kept in ``--cache-dir``), each measured against the floor; one report, and per length the
+    fastest series named (where decoder processes start to pay, on a GPU)."""
+    p = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "startup", "--lengths", "12,30", "--size", "160x96",
+                        "--device", "cpu", "--repeat", "1", "--cache-dir", str(tmp_path / "media"),
+                        "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    report = json.loads((tmp_path / "out" / "bench_startup.json").read_text())
+    rows = report["rows"]
+    assert [r["peer"] for r in rows] == ["floor", "vidpipe-detect"] * 2
+    names = [rows[0]["input"], rows[2]["input"]]
+    assert names == ["bikes-160x96-30fps-12f-gop30.mp4", "bikes-160x96-30fps-30f-gop30.mp4"]
+    assert [rows[1]["frames"], rows[3]["frames"]] == [12, 30]  # every frame of each length detected
+    assert all(report["meta"]["targets"][n]["fastest"] == "vidpipe-detect" for n in names)
+    assert sorted(f.name for f in (tmp_path / "media").iterdir()) == names  # kept for the next run
+
+
+def test_bad_lengths_and_sizes_are_usage_errors(tmp_path):
+    for args in (["--lengths", "0,10"], ["--lengths", "ten"], ["--size", "161x96"], ["--size", "1920"]):
+        p = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "startup", *args, "--device", "cpu"],
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert p.returncode == 2 and "usage:" in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)
+    p = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "startup", str(tmp_path / "nope.mp4"), "--lengths",
+                        "10", "--device", "cpu", "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                       timeout=120)  # fmt: skip
+    assert p.returncode == 2 and "bench startup: no such file" in p.stderr and "internal error" not in p.stderr

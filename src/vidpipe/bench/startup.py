@@ -12,6 +12,10 @@ Rows (each run ``repeat`` times, alternating, medians reported):
 
 ``--decoder-processes 0,4`` makes one ``vidpipe-detect`` series per value (``auto``: the default);
 ``--versus-bench`` adds ``bench e2e``'s ``vidpipe-gpu`` rate on the same file (``bench-e2e``).
+``--lengths 4800,15000,30000`` measures real footage (INPUT, default the bundled street clip) scaled
+to ``--size`` (1920x1080) and looped to each length, all in one report, whose targets name the
+fastest series per length: where decoder processes start to pay
+(:data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` was set so, ``docs/bench/h200/startup/crossover``).
 
 Targets (issue 10, on a GPU, medians): the command's wall time within the floor + 2 s; with
 ``--versus-bench`` (a long file), within the floor + 2 s + frames / (0.9 x the bench's rate), and
@@ -34,7 +38,7 @@ from typing import Any
 from vidpipe.bench.report import VideoBenchResult
 from vidpipe.errors import SourceError, VidpipeError
 
-__all__ = ["run_startup_bench", "StartupResult", "STARTUP_TARGET_S"]
+__all__ = ["run_startup_bench", "run_startup_lengths", "StartupResult", "STARTUP_TARGET_S"]
 
 #: seconds over the floor the command may take (issue 10: ``bikes.mp4`` within floor + 2 s)
 STARTUP_TARGET_S = 2.0
@@ -116,6 +120,44 @@ def run_startup_bench(input_path: str | os.PathLike | None = None, *, device: st
 
 #: issue 10: the command's rate (its summary's frames/s) at least this share of the bench's on the same file
 RATE_TARGET = 0.9
+
+
+def run_startup_lengths(lengths: Sequence[int], *, source: str | os.PathLike | None = None,
+                        size: tuple[int, int] = (1920, 1080), cache_dir: str | os.PathLike | None = None,
+                        **options: Any) -> VideoBenchResult:  # fmt: skip
+    """:func:`run_startup_bench` (``options``: its keywords) once per length in ``lengths``, on
+    ``source`` (default: the bundled street clip) scaled to ``size`` (width, height) and looped to
+    that many frames (:func:`~vidpipe.bench.realclip.build_real_clip`, 30 fps, a keyframe a second,
+    in ``cache_dir`` or a temporary folder), every row in one report. Each length's targets also
+    name its ``fastest`` ``vidpipe-detect`` series by median wall time.
+
+    Raises:
+        ValueError: an empty ``lengths``, or a length or size below 1.
+        SourceError, VidpipeError: as :func:`run_startup_bench`.
+    """
+    from vidpipe.bench.realclip import build_real_clip
+    from vidpipe.bench.workdir import media_folder
+
+    if not lengths or min(lengths) < 1 or min(size) < 1:
+        raise ValueError(f"bench startup: lengths and size must be positive, not {list(lengths)} and {size}")
+    if source is not None and not Path(source).is_file():
+        raise SourceError(f"bench startup: no such file: {source}")
+    results = []
+    with media_folder(cache_dir) as folder:
+        for n in lengths:
+            clip = build_real_clip(folder, source=source, width=size[0], height=size[1], frames=n)
+            results.append(run_startup_bench(clip, **options))
+    targets: dict[str, Any] = {}
+    for result in results:
+        for name, series in result.targets.items():
+            walls = {r["peer"]: r["wall_s"] for r in result.rows if r["peer"].startswith("vidpipe-detect")}
+            targets[name] = {**series, "fastest": min(walls, key=walls.__getitem__)}
+    first = results[0]
+    return StartupResult(rows=[r for res in results for r in res.rows], inputs=[i for res in results for i in res.inputs],
+                         machine=first.machine, targets=targets,
+                         title="Start-up by file length: a user's command against PyTorch's floor",
+                         columns=first.columns, headers=first.headers, formats={}, highlight=first.highlight,
+                         name="bench_startup")  # fmt: skip
 
 
 def _series_row(name: str, processes: int | None, series: list[dict[str, Any]], floor: float, dev: Any) -> dict:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-__all__ = ["add_soak_parser", "run_soak"]
+__all__ = ["add_soak_parser", "run_soak", "frame_size"]
 
 CMD = "vidpipe bench soak"
 
@@ -33,7 +33,7 @@ def _option(text: str) -> tuple[str, Any]:
     return key, parsed
 
 
-def _size(text: str) -> tuple[int, int]:
+def frame_size(text: str) -> tuple[int, int]:
     w, _, h = text.lower().partition("x")
     if not (w.isdigit() and h.isdigit()) or int(w) < 16 or int(h) < 16 or int(w) % 2 or int(h) % 2:
         raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT, even, e.g. 1920x1080, got {text!r}")
@@ -59,7 +59,7 @@ def add_soak_parser(kinds: Any, common: Any) -> None:
     k.add_argument("--streams", type=_count, default=0, metavar="N",
                    help="soak N live RTMP streams of the clip, published (paced, looped) to a local nginx-rtmp "
                         "server (needs nginx and libnginx-mod-rtmp)")
-    k.add_argument("--stream-size", type=_size, default=(1920, 1080), metavar="WxH",
+    k.add_argument("--stream-size", type=frame_size, default=(1920, 1080), metavar="WxH",
                    help="size of the published clip (default: 1920x1080)")
     k.add_argument("--stream-fps", type=_count, default=30, metavar="FPS", help="its frame rate (default: 30)")
     k.add_argument("--nginx-root", default=None, metavar="DIR",

@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from vidpipe.cli._process_args import process_count, process_count_or_auto
+from vidpipe.cli._soak_args import frame_size
 from vidpipe.sources.options import DECODE_LATENCIES, LiveOptions
 
 CACHE_HELP = ("keep the generated media in DIR and reuse them in later runs (default: a temporary folder, "
@@ -111,7 +112,7 @@ def add_parser(sub, common) -> None:
     u = kinds.add_parser("startup", parents=[common],
                          help="start-up: `vidpipe detect` in fresh processes beside PyTorch's own start (the floor)")
     u.add_argument("input", nargs="?", default=None, metavar="INPUT",
-                   help="the video (default: the bundled street clip)")
+                   help="the video (default: the bundled street clip); with --lengths, the footage to scale and loop")
     u.add_argument("--device", default="auto")
     u.add_argument("--decoder", default="auto", help="passed to vidpipe detect (default: %(default)s)")
     u.add_argument("--repeat", type=_positive_int, default=3, help="runs of each, alternating (default: %(default)s)")
@@ -119,8 +120,14 @@ def add_parser(sub, common) -> None:
                    help="a series of runs per value of detect's --decoder-processes, e.g. auto,0 (default: auto)")
     u.add_argument("--versus-bench", action="store_true",
                    help="also bench e2e's vidpipe-gpu rate on the input (GPU), and the targets against it")
+    u.add_argument("--lengths", type=_lengths, default=None, metavar="N[,N...]",
+                   help="measure INPUT scaled to --size and looped to each of these frame counts, e.g. "
+                        "4800,15000,30000 with --decoder-processes 0,4: where decoder processes start to pay")
+    u.add_argument("--size", type=frame_size, default=(1920, 1080), metavar="WxH",
+                   help="frame size of the --lengths clips (default: 1920x1080)")
     u.add_argument("--out", default="bench-out", help="folder for the report (default: %(default)s)")
-    u.set_defaults(func=run_startup, cache_dir=None)
+    u.add_argument("--cache-dir", metavar="DIR", default=None, help=CACHE_HELP)
+    u.set_defaults(func=run_startup)
 
     from vidpipe.cli._soak_args import add_soak_parser
 
@@ -189,11 +196,21 @@ def run_images(args: argparse.Namespace) -> int:
 
 
 def run_startup(args: argparse.Namespace) -> int:
-    from vidpipe.bench.startup import run_startup_bench
+    from vidpipe.bench.startup import run_startup_bench, run_startup_lengths
 
-    result = run_startup_bench(args.input, device=args.device, repeat=args.repeat, decoder=args.decoder,
-                               processes=args.decoder_processes, versus_bench=args.versus_bench)
+    options = dict(device=args.device, repeat=args.repeat, decoder=args.decoder, processes=args.decoder_processes,
+                   versus_bench=args.versus_bench)  # fmt: skip
+    if args.lengths:
+        result = run_startup_lengths(args.lengths, source=args.input, size=args.size, cache_dir=args.cache_dir,
+                                     **options)  # fmt: skip
+    else:
+        result = run_startup_bench(args.input, **options)
     return _show(result, args, "bench_startup")
+
+
+def _lengths(text: str) -> tuple[int, ...]:
+    return tuple(_positive_int(part.strip()) for part in text.split(","))
+
 
 
 def _process_series(text: str) -> tuple[int | None, ...]:
