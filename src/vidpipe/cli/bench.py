@@ -126,7 +126,7 @@ def add_parser(sub, common) -> None:
     u.add_argument("--size", type=frame_size, default=(1920, 1080), metavar="WxH",
                    help="frame size of the --lengths clips (default: 1920x1080)")
     u.add_argument("--out", default="bench-out", help="folder for the report (default: %(default)s)")
-    u.add_argument("--cache-dir", metavar="DIR", default=None, help=CACHE_HELP)
+    u.add_argument("--cache-dir", metavar="DIR", default=None, help="with --lengths: " + CACHE_HELP)
     u.set_defaults(func=run_startup)
 
     from vidpipe.cli._soak_args import add_soak_parser
