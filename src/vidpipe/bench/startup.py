@@ -149,8 +149,8 @@ def run_startup_lengths(lengths: Sequence[int], *, source: str | os.PathLike | N
             results.append(run_startup_bench(clip, **options))
     targets: dict[str, Any] = {}
     for result in results:
+        walls = {r["peer"]: r["wall_s"] for r in result.rows if r["peer"].startswith("vidpipe-detect")}
         for name, series in result.targets.items():
-            walls = {r["peer"]: r["wall_s"] for r in result.rows if r["peer"].startswith("vidpipe-detect")}
             targets[name] = {**series, "fastest": min(walls, key=walls.__getitem__)}
     first = results[0]
     return StartupResult(rows=[r for res in results for r in res.rows], inputs=[i for res in results for i in res.inputs],

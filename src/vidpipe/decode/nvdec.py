@@ -77,7 +77,7 @@ from vidpipe.decode.nvdec_caps import (
 )
 from vidpipe.decode.nvdec_copy import driver_copy
 from vidpipe.decode.parallel import SegmentParallelDecoder
-from vidpipe.decode.procpool import AUTO_START_FRAMES, DEFAULT_PROCESSES
+from vidpipe.decode.procpool import AUTO_START_FRAMES, DEFAULT_PROCESSES, sessions_per_process
 from vidpipe.decode.sessions import PyAVSession
 from vidpipe.errors import BackendUnavailableError, DecodeError, UnsupportedError
 
@@ -381,7 +381,7 @@ def warm_sessions(
         pool = get_pool(dev, processes, start=True)
         if pool is not None and pool.try_lock():
             try:
-                pool.warm(info, -(-n // pool.size))
+                pool.warm(info, sessions_per_process(n, pool.size))
             finally:
                 pool.unlock()
     return POOL.idle(key)
@@ -538,7 +538,7 @@ class NvdecDecoder(SegmentParallelDecoder):
         if pool is None or not pool.try_lock():
             return None
         try:
-            pool.warm(self.info, -(-self.workers // max(1, pool.size)))
+            pool.warm(self.info, sessions_per_process(self.workers, pool.size))
         except BaseException:
             pool.unlock()
             raise

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DecoderProcessPool", "get_pool", "start_in_background", "is_starting", "close_pools", "Ring", "DEFAULT_PROCESSES",
-    "AUTO_START_FRAMES",
+    "AUTO_START_FRAMES", "sessions_per_process",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -70,6 +70,15 @@ DEFAULT_PROCESSES = 4
 #: processes' start delays the first result by ~2.5 s; they then decode ~4,000 frames/s against
 #: ~2,700: a line through the points crosses at 15,000-20,000 frames. Measured at 1080p only
 AUTO_START_FRAMES = 15_000
+
+
+
+def sessions_per_process(sessions: int, processes: int) -> int:
+    """NVDEC sessions each of ``processes`` decoder processes runs for ``sessions`` in all (at
+    least one): the share a pool warms (:meth:`DecoderProcessPool.warm`, or a child at its start
+    for ``warm_for``) and a run dispatches to each live child."""
+    return max(1, -(-sessions // max(1, processes)))
+
 
 _pools: dict[str, "DecoderProcessPool"] = {}
 _starting: dict[str, threading.Event] = {}  # pools being started by a thread of their own: set when done

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from vidpipe.decode.assemble import RowBatcher, Written
 from vidpipe.decode.procdispatch import Dispatch
 from vidpipe.decode.procjob import ProcessJob
+from vidpipe.decode.procpool import sessions_per_process
 from vidpipe.decode.reorder import ReorderBuffer
 from vidpipe.errors import DecodeError
 from vidpipe.types import FrameBatch, FrameMeta
@@ -78,7 +79,7 @@ def run_processes(
         dec.note_backoff(batch_size, slots * batch_size)
     job = next(_jobs)
     live = [i for i in range(n) if pool.alive[i]]
-    per = max(1, -(-dec.workers // max(1, len(live))))
+    per = sessions_per_process(dec.workers, len(live))
     reorder: ReorderBuffer[Any] = ReorderBuffer(slots * batch_size, plan.total)
     dispatch = Dispatch(pool, plan, job)
     asm = _RingBatches(ring, batch_size, fmt, dec.info.color if fmt != "rgb" else None)

@@ -321,9 +321,10 @@ def _warm_at_start(path: str, device: str, processes: int) -> None:
 
         from vidpipe.decode.nvdec import default_workers, warm_sessions
         from vidpipe.decode.probe import probe
+        from vidpipe.decode.procpool import sessions_per_process
 
         info = probe(path)
-        share = -(-default_workers(torch.device(device), info.codec) // max(1, processes))
+        share = sessions_per_process(default_workers(torch.device(device), info.codec), processes)
         warm_sessions(info, device, count=share, processes=0)
     except Exception as exc:  # noqa: BLE001 - the decode starts its sessions itself
         logging.getLogger(__name__).debug("no NVDEC sessions started for %s: %s", path, exc)

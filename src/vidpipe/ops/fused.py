@@ -392,8 +392,11 @@ def _letterbox_triton(
     shape = (b, 3, h, geo.new_w)
     hb_r, hb_c = _HPASS_BLOCK
     grid1 = (math.ceil(geo.new_w / hb_c), math.ceil(h / hb_r), b)
-    with (scratch.borrow(shape, dtype=torch.float32) if scratch is not None and scratch.device == batch.device
-          else contextlib.nullcontext(torch.empty(shape, dtype=torch.float32, device=batch.device))) as tmp:
+    if scratch is not None and scratch.device == batch.device:
+        buffer = scratch.borrow(shape, dtype=torch.float32)
+    else:  # the functional API (or another device's arena): one per call
+        buffer = contextlib.nullcontext(torch.empty(shape, dtype=torch.float32, device=batch.device))
+    with buffer as tmp:
         tk.hpass_kernel[grid1](
             a["src"], tmp, xidx, xw, h, geo.src_w, geo.new_w, xidx.shape[1], *a["strides"], *tmp.stride()[:3],
             *a["coef"], BLOCK_R=hb_r, BLOCK_C=hb_c, **flags,
