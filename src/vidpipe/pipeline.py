@@ -143,6 +143,7 @@ class DetectionRun:
         self.infer = Inference(detector, config, self.stats)
         self._live = LiveProcesses(config=config, detector=detector, specs=specs)  # started when needed
         self._inputs_given = len(specs)
+        self._files_given = sum(1 for s in specs if getattr(getattr(s, "spec", s), "kind", None) == "file")
         for spec in specs:
             self._add(spec)
 
@@ -177,6 +178,7 @@ class DetectionRun:
                 source, state, queue, detector=self.detector, config=self.config, stats=self.stats,
                 slots=self._slots, on_start=lambda st: self.meters.meter(st.stream_id).start(),
                 gpu_submit=self._gpu_submit, inputs=max(self._inputs_given, len(self.states)),
+                files_at_once=self._files_at_once(),
             )
             self._workers[state.stream_id] = worker
             if self._stop.is_set():
@@ -184,6 +186,12 @@ class DetectionRun:
             if self._running:
                 worker.start()
         return state
+
+    def _files_at_once(self) -> int:
+        """Video files this run decodes at the same time: its files given or added so far, at
+        most ``max_open_sources`` (they share the decoder processes)."""
+        files = sum(1 for k in self._kinds.values() if k == "file")
+        return max(1, min(self.config.max_open_sources, max(files, self._files_given)))
 
     def _live_count(self) -> int:
         return sum(1 for k in self._kinds.values() if k == "live")

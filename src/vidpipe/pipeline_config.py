@@ -109,7 +109,9 @@ class PipelineConfig:
             check_range("decode_buffer_bytes", self.decode_buffer_bytes, low=1, integer=True)
         self.decode_options()  # validates frame_skip, max_frames, start, end, decoder_processes
 
-    def decode_options(self, stream_id: int = 0) -> DecodeOptions:
+    def decode_options(self, stream_id: int = 0, *, files_at_once: int = 1) -> DecodeOptions:
+        """The decode options of stream ``stream_id``; ``files_at_once``: video files the run
+        decodes at the same time (see :class:`~vidpipe.decode.base.DecodeOptions`)."""
         return DecodeOptions(
             frame_skip=self.frame_skip,
             max_frames=self.max_frames,
@@ -119,6 +121,7 @@ class PipelineConfig:
             reuse_buffers=True,  # each batch is preprocessed before the next is requested
             decoder_processes=self.decoder_processes,
             gpu_buffer_bytes=self.decode_buffer_bytes,
+            files_at_once=files_at_once,
         )
 
 

@@ -48,6 +48,7 @@ class SourceWorker:
         on_start: "Callable[[SourceState], None] | None" = None,
         gpu_submit: "threading.Lock | None" = None,
         inputs: int = 1,
+        files_at_once: int = 1,
     ) -> None:
         self.source = source
         self.state = state
@@ -57,7 +58,7 @@ class SourceWorker:
         self._slots = slots
         self._on_start = on_start
         self._ctx = SourceContext(detector=detector, config=config, stop=self.stop, stats=stats, gpu_submit=gpu_submit,
-                                  inputs=inputs)
+                                  inputs=inputs, files_at_once=files_at_once)
         self.thread = threading.Thread(target=self._run, name=f"vidpipe-src{state.stream_id}", daemon=True)
 
     def start(self) -> None:

@@ -154,6 +154,86 @@ def test_when_every_child_dies_the_rest_is_decoded_here(make_clip, caplog):
     assert sum("died" in r.getMessage() for r in caplog.records) == 2
 
 
+def _side_by_side(decs, batch_size=8, *, each_batch=None):
+    """Run the decoders at the same time (their batches taken in turn) -> the frames of each.
+    ``each_batch(k, n)``: called before decoder ``k``'s ``n``-th batch is taken."""
+    its = [d.batches(batch_size) for d in decs]
+    out: list[list] = [[] for _ in decs]
+    running = set(range(len(decs)))
+    n = 0
+    while running:
+        for k in sorted(running):
+            if each_batch is not None:
+                each_batch(k, n)
+            batch = next(its[k], None)
+            if batch is None:
+                running.discard(k)
+                continue
+            out[k].extend((m.index, m.pts, batch.data[i].clone()) for i, m in enumerate(batch.frames))
+        n += 1
+    return out
+
+
+def test_files_decoding_at_once_share_the_processes(make_clip):
+    """Two files decoding at the same time (``files_at_once=2``) each take one of the pool's two
+    children, side by side, and each gets exactly what one PyAV decoder gives; alone, a file
+    takes both."""
+    a = make_clip(".mp4", frames=100, gop=10, bframes=2, width=160, height=96)
+    b = make_clip(".mkv", codec="hevc", frames=60, gop=10, width=128, height=80)
+    two = DecodeOptions(files_at_once=2)
+    decs = [in_processes(a.path, options=two, buffer_bytes=1), in_processes(b.path, options=two, buffer_bytes=1)]
+    pool = get_pool(torch.device("cpu"), 2, start=True)
+    seen = []
+    got = _side_by_side(decs, each_batch=lambda k, n: seen.append(len(pool._busy)) if n == 1 else None)
+    assert same(got[0], reference(a.path)) and same(got[1], reference(b.path))
+    assert [d.stats()["processes"] for d in decs] == [1, 1]
+    assert 2 in seen  # both children lent at once, one to each file
+    assert not pool._busy  # given back
+    alone = in_processes(a.path)
+    assert same(frames(alone), reference(a.path)) and alone.stats()["processes"] == 2
+
+
+def test_a_file_that_finds_no_free_process_uses_threads(make_clip):
+    """The default (one file at a time): the first decode takes every child, a second one
+    running meanwhile decodes with threads here; both complete."""
+    a = make_clip(".mp4", frames=60, gop=10, width=160, height=96)
+    decs = [in_processes(a.path, buffer_bytes=1), in_processes(a.path, buffer_bytes=1)]
+    got = _side_by_side(decs)
+    assert same(got[0], reference(a.path)) and same(got[1], reference(a.path))
+    assert [d.stats()["processes"] for d in decs] == [2, 0]
+
+
+def test_a_child_killed_in_one_files_share_leaves_the_other_file_alone(make_clip, caplog):
+    """Files sharing the pool: the child of the first is killed mid-run; its file is finished by
+    threads here, the other file's child goes on; neither loses a frame."""
+    import logging
+
+    a = make_clip(".mp4", frames=100, gop=10, bframes=2, width=160, height=96)
+    b = make_clip(".mp4", frames=80, gop=10, width=128, height=80)
+    two = DecodeOptions(files_at_once=2)
+    close_pools()
+    decs = [in_processes(a.path, options=two, buffer_bytes=1), in_processes(b.path, options=two, buffer_bytes=1)]
+    pool = get_pool(torch.device("cpu"), 2, start=True)
+
+    def kill(k, n):
+        if (k, n) == (0, 1):  # the first file asked first: it has the pool's first child
+            os.kill(pool.procs[0].pid, signal.SIGKILL)
+
+    with caplog.at_level(logging.WARNING, logger="vidpipe.decode.procpool"):
+        got = _side_by_side(decs, each_batch=kill)
+    assert same(got[0], reference(a.path)) and same(got[1], reference(b.path))
+    assert [d.stats()["processes_lost"] for d in decs] == [1, 0]
+    assert sum("died" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2"])
+def test_invalid_files_at_once_is_refused(bad):
+    from vidpipe.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="files_at_once"):
+        DecodeOptions(files_at_once=bad)
+
+
 @pytest.mark.parametrize("bad", [-1, 2.5, "2", True, 65])
 def test_invalid_process_counts_are_refused(make_clip, bad):
     from vidpipe.errors import ConfigError
@@ -239,3 +319,32 @@ def test_sigterm_during_a_process_decode_stops_cleanly(make_clip):
     while not all(map(gone, children)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert all(map(gone, children)), children
+
+
+def test_a_run_of_several_files_shares_the_processes_among_them(make_clip, monkeypatch):
+    """``vidpipe.detect`` with three files and ``max_open_sources=2`` tells each decoder that two
+    files decode at once: each takes one of the two children (none falls back to threads), and
+    the detections are those of the plain PyAV backend, frame by frame."""
+    import vidpipe
+    from vidpipe.decode import registry
+
+    seen = []
+
+    def procs(info, *, device, options):
+        seen.append(options.files_at_once)
+        return PyAVParallelDecoder(info, device=device, options=options, workers=4, segment_frames=10, processes=2)
+
+    monkeypatch.setattr(registry, "_registered", dict(registry._registered))
+    registry.register_backend("pyav-procs", procs, lambda info, device: None, gpu=False)
+    clips = [str(make_clip(".mp4", frames=n, gop=10, width=160, height=96).path) for n in (60, 40, 50)]
+
+    def rows(decoder):
+        run = vidpipe.detect(clips, device="cpu", decoder=decoder, batch_size=8, max_open_sources=2)
+        got = sorted((r.stream_id, r.index, r.detections.boxes.tolist(), r.detections.class_ids.tolist()) for r in run)
+        return got, run.summary()
+
+    got, summary = rows("pyav-procs")
+    want, _ = rows("pyav")
+    assert seen == [2, 2, 2]
+    assert [s.extra.get("decoder_processes") for s in summary.sources] == [1, 1, 1]
+    assert got == want  # the same pixels: the same detections, frame by frame

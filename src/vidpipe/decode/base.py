@@ -98,6 +98,9 @@ class DecodeOptions:
         gpu_buffer_bytes: NVDEC only: GPU memory for frames decoded ahead of the consumer (its
             batch buffers, or the decoder processes' ring); ``None``: the decoder's default. A
             bound: the decode batch is lowered until the fewest buffers fit (``max_gpu_memory``).
+        files_at_once: video files the run decodes at the same time as this one, itself included
+            (the pipeline's open files): a pool of decoder processes is shared out among them,
+            each taking ``ceil(processes / files_at_once)`` of its free children.
     """
 
     frame_skip: int = 1
@@ -109,6 +112,7 @@ class DecodeOptions:
     cpu_fallback: bool = True
     decoder_processes: int | None = None
     gpu_buffer_bytes: int | None = None
+    files_at_once: int = 1
 
     def __post_init__(self) -> None:
         check_range("frame_skip", self.frame_skip, low=1, integer=True)
@@ -119,6 +123,7 @@ class DecodeOptions:
         if self.end is not None:
             check_range("end", self.end, low=0, low_inclusive=False)
         check_range("stream_id", self.stream_id, low=0, integer=True)
+        check_range("files_at_once", self.files_at_once, low=1, integer=True)
         if self.gpu_buffer_bytes is not None:
             check_range("gpu_buffer_bytes", self.gpu_buffer_bytes, low=1, integer=True)
         if self.decoder_processes is not None:

@@ -379,11 +379,10 @@ def warm_sessions(
         from vidpipe.decode.procpool import get_pool
 
         pool = get_pool(dev, processes, start=True)
-        if pool is not None and pool.try_lock():
-            try:
-                pool.warm(info, sessions_per_process(n, pool.size))
-            finally:
-                pool.unlock()
+        lease = pool.lease() if pool is not None else None
+        if lease is not None:
+            with lease:
+                lease.warm(info, sessions_per_process(n, lease.size))
     return POOL.idle(key)
 
 
@@ -516,7 +515,8 @@ class NvdecDecoder(SegmentParallelDecoder):
         return sessions_worth_starting(plan.total, idle=POOL.idle(session_key(self.info, self.device)), most=most)
 
     def _process_pool(self, plan: "DecodePlan") -> Any:
-        """The decoder processes for this plan (locked), or ``None`` for threads; see ``processes``."""
+        """A lease of the decoder processes for this plan (its share of them when several files
+        decode at once: ``options.files_at_once``), or ``None`` for threads; see ``processes``."""
         from vidpipe.decode.procpool import START_TIMEOUT, get_pool, is_starting
 
         n = self.processes
@@ -535,14 +535,15 @@ class NvdecDecoder(SegmentParallelDecoder):
                     return None
         else:
             pool = get_pool(self.device, n, start=True)
-        if pool is None or not pool.try_lock():
+        lease = pool.lease(among=self.options.files_at_once) if pool is not None else None
+        if lease is None:
             return None
         try:
-            pool.warm(self.info, sessions_per_process(self.workers, pool.size))
+            lease.warm(self.info, sessions_per_process(self.workers, lease.size))
         except BaseException:
-            pool.unlock()
+            lease.release()
             raise
-        return pool
+        return lease
 
     def _process_settings(self) -> dict:
         return {"device": str(self.device), "fallback": self.fallback_factory is not None}

@@ -351,7 +351,7 @@ class SegmentParallelDecoder(Decoder):
             self._finish_errors()
 
     def _process_pool(self, plan: DecodePlan) -> Any:
-        """A locked :class:`~vidpipe.decode.procpool.DecoderProcessPool` to run this plan in, or
+        """A :class:`~vidpipe.decode.proclease.Lease` of decoder processes to run this plan in, or
         ``None`` to use threads here (the default; see :class:`~vidpipe.decode.nvdec.NvdecDecoder`)."""
         return None
 
@@ -360,19 +360,19 @@ class SegmentParallelDecoder(Decoder):
         decoder process needs besides the plan)."""
         return {}
 
-    def _run_in_processes(self, pool: Any, plan: DecodePlan, batch_size: int, window: int) -> Iterator[FrameBatch]:
+    def _run_in_processes(self, lease: Any, plan: DecodePlan, batch_size: int, window: int) -> Iterator[FrameBatch]:
         from vidpipe.decode.procrun import run_processes
 
         self._pool = None
-        self.processes_used = pool.size
+        self.processes_used = lease.size
         logger.info(
             "%s: %s decoding %s frames in %d segments with %d session(s) in %d processes",
-            self.info.source, self.name, plan.total, len(plan.segments), self.workers, pool.size,
+            self.info.source, self.name, plan.total, len(plan.segments), self.workers, lease.size,
         )  # fmt: skip
         try:
-            yield from run_processes(self, plan, pool, self.process_kind, batch_size, window, self._process_settings())
+            yield from run_processes(self, plan, lease, self.process_kind, batch_size, window, self._process_settings())
         finally:
-            pool.unlock()
+            lease.release()
             self._finish_errors()
 
     def _truncated(self, index: StreamIndex) -> str | None:
@@ -573,7 +573,7 @@ class PyAVParallelDecoder(SegmentParallelDecoder):
         from vidpipe.decode.procpool import get_pool
 
         pool = get_pool(self.buffer_device, self.processes, start=True)
-        return pool if pool is not None and pool.try_lock() else None
+        return pool.lease(among=self.options.files_at_once) if pool is not None else None
 
     def _process_settings(self) -> dict:
         return {"threads": self.threads}

@@ -13,7 +13,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from vidpipe.decode.procpool import DecoderProcessPool
+    from vidpipe.decode.proclease import Lease
     from vidpipe.decode.segments import DecodePlan
 
 __all__ = ["Dispatch"]
@@ -25,7 +25,7 @@ class Dispatch:
     The end of the list is sent only once every segment is done: until then a child that dies
     can hand its segments to children still listening (:meth:`requeue`)."""
 
-    def __init__(self, pool: "DecoderProcessPool", plan: "DecodePlan", job: int) -> None:
+    def __init__(self, pool: "Lease", plan: "DecodePlan", job: int) -> None:
         self.pool = pool
         self.plan = plan
         self.job = job

@@ -10,8 +10,10 @@ CPU backend), and only frame numbers travel back.
 
 The pool starts its children once (a few seconds: interpreter, PyTorch, CUDA context) and keeps
 them for every later decode in the process, like the NVDEC session pool; each child keeps its own
-pooled sessions. One decode uses the pool at a time (:meth:`DecoderProcessPool.try_lock`); a
-second decoder running meanwhile uses threads. :func:`start_in_background` starts a pool from a
+pooled sessions. Decodes take its children in disjoint leases (:meth:`DecoderProcessPool.lease`,
+:class:`~vidpipe.decode.proclease.Lease`): a run of several files shares them out (each file
+``ceil(processes / files at once)``, ``DecodeOptions.files_at_once``), and a decode that finds no
+child free uses threads. :func:`start_in_background` starts a pool from a
 thread of its own (``vidpipe detect`` does, beside its own start: :mod:`vidpipe.decode.prestart`);
 a decode that finds it starting waits for it or decodes with threads (``wait_s`` of
 :func:`get_pool`). Children are plain subprocesses, not ``multiprocessing`` workers, so a user's
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     import torch
 
     from vidpipe.decode.base import StreamInfo
+    from vidpipe.decode.proclease import Lease
 
 __all__ = [
     "DecoderProcessPool", "get_pool", "start_in_background", "is_starting", "close_pools", "Ring", "DEFAULT_PROCESSES",
@@ -105,11 +108,13 @@ class DecoderProcessPool:
         self.conns: list[Any] = []
         self.alive: list[bool] = []
         self._send_locks: list[threading.Lock] = []
-        self._run_lock = threading.Lock()
-        self._rings: dict[tuple, Ring] = {}
+        self._lease_lock = threading.Lock()  # _busy, _rings, _ring_ids, retired
+        self._busy: set[int] = set()  # children lent to a decode
+        self._rings: dict[tuple, Ring] = {}  # (children, layout) -> ring
         self._ring_ids = 0
-        self._warm: set[tuple] = set()
+        self._warm: set[tuple] = set()  # (child, session key, sessions)
         self.broken = False
+        self.retired = False  # being replaced: lends no child any more
         self._keeper = Keeper("vidpipe-procs")  # starts the children; holds the pipe they watch
         self.closing = False  # close() began: children that go now were told to
         t0 = time.perf_counter()
@@ -234,35 +239,67 @@ class DecoderProcessPool:
         logger.warning("decoder process %d (pid %d) died (exit code %s%s); the run goes on without it", i, p.pid,
                        code, how)  # fmt: skip
 
-    def try_lock(self) -> bool:
-        """Take the pool for one decode (``False``: another decode is using it)."""
-        return self._run_lock.acquire(blocking=False)
+    def lease(self, *, among: int = 1) -> "Lease | None":
+        """Lend ``ceil(live children / among)`` of the free children (fewer when fewer are free)
+        to one decode; ``among``: the files decoding at the same time. ``None``: no child is free
+        (the decode uses threads)."""
+        from vidpipe.decode.proclease import Lease
 
-    def unlock(self) -> None:
-        self._run_lock.release()
+        with self._lease_lock:
+            if self.retired or self.closing:
+                return None
+            free = [i for i, up in enumerate(self.alive) if up and i not in self._busy]
+            want = max(1, -(-sum(self.alive) // max(1, among)))
+            take = tuple(free[:want])
+            if not take:
+                return None
+            self._busy.update(take)
+        return Lease(self, take)
 
-    def ring(self, shape: tuple[int, ...], dtype: "torch.dtype", slots: int, device: "torch.device") -> Ring:
-        """The shared batch buffers for this layout (kept across decodes; one ring per pool: a
-        new layout replaces the last one)."""
-        key = (tuple(shape), dtype, slots, str(device))
-        ring = self._rings.get(key)
-        if ring is None:
-            for old in self._rings.values():
-                old.release()
-            self._rings.clear()
+    def give_back(self, children: tuple[int, ...]) -> None:
+        """The end of a :class:`~vidpipe.decode.proclease.Lease`: its children are free again."""
+        with self._lease_lock:
+            self._busy.difference_update(children)
+
+    def retire(self) -> bool:
+        """Stop lending (the pool is about to be replaced) if no child is lent now; ``False``:
+        a decode is using some, the pool stays."""
+        with self._lease_lock:
+            if self._busy:
+                return False
+            self.retired = True
+            return True
+
+    def ring_for(self, lease: "Lease", shape: tuple[int, ...], dtype: "torch.dtype", slots: int,
+                 device: "torch.device") -> Ring:  # fmt: skip
+        """The shared batch buffers of this layout for ``lease``'s children, kept across decodes.
+        A new one replaces the rings that any of those children hold (their decodes are over: a
+        child is in one lease at a time), so memory stays at one ring per group of children."""
+        key = (lease.children, tuple(shape), dtype, slots, str(device))
+        with self._lease_lock:
+            ring = self._rings.get(key)
+            if ring is not None:
+                return ring
+            mine = set(lease.children)
+            old = [self._rings.pop(k) for k in list(self._rings) if mine & set(k[0])]
             self._ring_ids += 1
-            ring = self._rings[key] = Ring(self, self._ring_ids, tuple(shape), dtype, slots, device)
+            ident = self._ring_ids
+        for r in old:
+            r.release()
+        ring = Ring(lease, ident, tuple(shape), dtype, slots, device)
+        with self._lease_lock:
+            self._rings[key] = ring
         return ring
 
-    def warm(self, info: "StreamInfo", sessions: int) -> None:
-        """Create ``sessions`` pooled NVDEC sessions in every child for this kind of stream."""
+    def warm(self, info: "StreamInfo", sessions: int, *, children: "tuple[int, ...] | None" = None) -> None:
+        """Create ``sessions`` pooled NVDEC sessions for this kind of stream in each of
+        ``children`` (default: every child) that has not got them yet."""
         from vidpipe.decode.nvdec import session_key
         from vidpipe.device import resolve_device
 
         key = session_key(info, resolve_device(self.device))
-        if (key, sessions) in self._warm:
-            return
-        live = [i for i in range(len(self.conns)) if self.send(i, ("warm", info, self.device, sessions))]
+        todo = [i for i in (range(len(self.conns)) if children is None else children) if (i, key, sessions) not in self._warm]
+        live = [i for i in todo if self.send(i, ("warm", info, self.device, sessions))]
         for i in live:
             try:
                 msg = self.conns[i].recv()
@@ -271,7 +308,7 @@ class DecoderProcessPool:
                 continue
             if msg[0] == "warmed" and msg[2]:
                 logger.warning("decoder process %d could not warm its sessions: %s", i, msg[2])
-        self._warm.add((key, sessions))
+            self._warm.add((i, key, sessions))
 
     def close(self) -> None:
         """Stop the children (politely, then by force) and free the shared buffers."""
@@ -309,9 +346,8 @@ def get_pool(
             return None
         pool = _pools.get(name)
         if pool is not None and (pool.broken or (processes is not None and pool.size != processes)):
-            if pool.try_lock():  # not in use: replace it
+            if pool.retire():  # not in use: replace it
                 _pools.pop(name)
-                pool.unlock()
                 pool.close()
                 pool = None
             elif pool.broken:

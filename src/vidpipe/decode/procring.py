@@ -22,7 +22,7 @@ from vidpipe.ops.pool import _use_count
 if TYPE_CHECKING:
     import torch
 
-    from vidpipe.decode.procpool import DecoderProcessPool
+    from vidpipe.decode.proclease import Lease
 
 __all__ = ["Ring", "share_slot", "open_slots", "anonymous_shm", "send_fds", "recv_fds"]
 
@@ -113,13 +113,13 @@ def recv_fds(conn: Any, n: int) -> list[int]:
 
 
 class Ring:
-    """``slots`` batch buffers ``(B, *row)`` shared with every child; batch ``b`` lives in slot
+    """``slots`` batch buffers ``(B, *row)`` shared with the children of ``lease``; batch ``b`` lives in slot
     ``b % slots``. On the CPU the slots lie in one anonymous shared-memory file (one descriptor
     per process, whatever the slot count); a slot renewed later gets a file of its own."""
 
-    def __init__(self, pool: "DecoderProcessPool", ident: int, shape: tuple[int, ...], dtype: "torch.dtype",
+    def __init__(self, lease: "Lease", ident: int, shape: tuple[int, ...], dtype: "torch.dtype",
                  slots: int, device: "torch.device") -> None:  # fmt: skip
-        self.pool = pool
+        self.lease = lease  # the children it is shared with
         self.id = ident
         self.shape = shape
         self.dtype = dtype
@@ -129,7 +129,7 @@ class Ring:
         try:
             self._base = [_use_count(t) for t in self.tensors]  # the ring's own references to each slot
             handles = [share_slot(t, o) for t, o in zip(self.tensors, offsets)]
-            pool.broadcast(("ring", ident, handles), () if fd is None else (fd,))
+            lease.broadcast(("ring", ident, handles), () if fd is None else (fd,))
         finally:
             if fd is not None:
                 os.close(fd)
@@ -180,11 +180,11 @@ class Ring:
         self.tensors[i] = t  # the caller's tensor keeps its own mapping of the old buffer
         self._base[i] = _use_count(t)
         try:
-            self.pool.broadcast(("slot", self.id, i, share_slot(t)), () if fd is None else (fd,))
+            self.lease.broadcast(("slot", self.id, i, share_slot(t)), () if fd is None else (fd,))
         finally:
             if fd is not None:
                 os.close(fd)
 
     def release(self) -> None:
-        self.pool.broadcast(("drop", self.id))
+        self.lease.broadcast(("drop", self.id))
         self.tensors = []

@@ -44,7 +44,8 @@ from vidpipe.types import FrameBatch, FrameMeta
 
 if TYPE_CHECKING:
     from vidpipe.decode.segment_job import SegmentJob
-    from vidpipe.decode.procpool import DecoderProcessPool, Ring
+    from vidpipe.decode.proclease import Lease
+    from vidpipe.decode.procring import Ring
     from vidpipe.decode.segments import DecodePlan
 
 __all__ = ["run_processes"]
@@ -57,11 +58,12 @@ _jobs = iter(range(1, 1 << 62))
 
 
 def run_processes(
-    dec: "SegmentJob", plan: "DecodePlan", pool: "DecoderProcessPool", kind: str,
+    dec: "SegmentJob", plan: "DecodePlan", pool: "Lease", kind: str,
     batch_size: int, window: int, settings: dict[str, Any],
 ) -> Iterator[FrameBatch]:  # fmt: skip
-    """Decode ``plan`` with the pool's children (``dec.workers`` sessions spread over them) and
-    yield its batches in order; see the module docstring. ``settings``: the backend's fields of
+    """Decode ``plan`` with the children of ``pool`` (a lease of the decoder processes;
+    ``dec.workers`` sessions spread over them) and yield its batches in order; see the module
+    docstring. ``settings``: the backend's fields of
     :class:`~vidpipe.decode.procjob.ProcessJob` (``device``, ``fallback``, ``threads``)."""
 
     from vidpipe.decode.gpu_buffers import ring_with_backoff
@@ -227,7 +229,7 @@ def run_processes(
         if not finished.wait(STOP_TIMEOUT):
             logger.warning("decoder processes did not stop within %.0f s; closing them", STOP_TIMEOUT)
             state["abandon"] = True
-            pool.broken = True
+            pool.break_pool()
         reorder.cancel()
         asm.drain()
         for c in counters:

@@ -48,6 +48,9 @@ class SourceContext:
 
     ``inputs``: how many inputs the run has (a file that is a run's only input may be read with
     PyAV when it is short; see :mod:`vidpipe.decode.auto_choice`).
+
+    ``files_at_once``: video files the run decodes at the same time (its video files, at most
+    ``max_open_sources``): they share the decoder processes (``DecodeOptions.files_at_once``).
     """
 
     detector: "Detector"
@@ -56,6 +59,7 @@ class SourceContext:
     stats: "PipelineStats"
     gpu_submit: "threading.Lock | None" = None
     inputs: int = 1
+    files_at_once: int = 1
 
 
 @runtime_checkable

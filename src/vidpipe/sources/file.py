@@ -45,7 +45,7 @@ class FileSource:
             self.spec.location,
             device=device,
             decoder=config.decoder,
-            options=config.decode_options(state.stream_id),
+            options=config.decode_options(state.stream_id, files_at_once=ctx.files_at_once),
             strict_gpu=config.strict_gpu,
             auto_short_files=ctx.inputs == 1,
         ) as dec:
