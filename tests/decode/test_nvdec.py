@@ -243,3 +243,36 @@ def test_a_killed_decoder_process_loses_no_frame(make_clip, victims):
         assert np.array_equal(y, ref[i]), f"frame {i} differs"
     st = dec.stats()
     assert not dec.partial and st["frames_missing"] == 0 and st["processes_lost"] == len(victims)
+
+
+def test_two_files_at_once_share_the_decoder_processes(make_clip):
+    """Two files decoding at the same time with ``files_at_once=2``: each takes one of the two
+    decoder processes (CUDA rings of their own, side by side) and each is bit-exact with FFmpeg."""
+    from vidpipe.decode.nvdec import NvdecDecoder
+    from vidpipe.decode.procpool import close_pools
+
+    close_pools()
+    clips = [make_clip(".mp4", frames=120, gop=10, bframes=2, width=320, height=192),
+             make_clip(".mkv", codec="hevc", frames=90, gop=10, width=256, height=160)]  # fmt: skip
+    two = DecodeOptions(files_at_once=2)
+    decs = [NvdecDecoder(str(c.path), device="cuda", workers=4, segment_frames=10, processes=2, buffer_bytes=1,
+                         options=two) for c in clips]  # fmt: skip
+    its = [d.batches(8) for d in decs]
+    outs: list[list] = [[], []]
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        running = {0, 1}
+        while running:
+            for k in sorted(running):
+                b = next(its[k], None)
+                if b is None:
+                    running.discard(k)
+                else:
+                    outs[k].append((b, b.data.clone()))
+    stream.synchronize()
+    for clip, out, dec in zip(clips, outs, decs):
+        ref = ffmpeg_luma(clip.path)
+        got = luma(out)
+        assert [i for i, _ in got] == list(range(len(ref)))
+        assert all(np.array_equal(y, ref[i]) for i, y in got)
+        assert dec.stats()["processes"] == 1 and not dec.partial

@@ -176,3 +176,18 @@ def test_a_child_given_a_file_it_cannot_start_sessions_for_goes_on(tmp_path, wha
     with caplog.at_level("DEBUG", logger="vidpipe.decode.procworker"):
         _warm_at_start(str(path), "cuda:0", 4)  # returns: no raise
     assert "no NVDEC sessions started" in caplog.text
+
+
+def test_files_long_enough_together_start_them(make_clip, a_gpu_here, monkeypatch):
+    """Files that decode at once share the processes: their frames together count, and the
+    children start their sessions for the longest."""
+    monkeypatch.setattr("vidpipe.decode.procpool.AUTO_START_FRAMES", 70)
+    monkeypatch.setattr("vidpipe.decode.prestart.PROBE_BYTES", 0)
+    a = make_clip(".mp4", frames=30, gop=10, width=160, height=96)
+    b = make_clip(".mp4", frames=45, gop=15, width=160, height=96)
+    assert prestart_decoder_processes([str(a.path)], device="cuda")
+    _looked()
+    assert a_gpu_here == []  # 30 frames alone: threads
+    assert prestart_decoder_processes([str(a.path), str(b.path)], device="cuda")
+    _looked()
+    assert a_gpu_here == [("cuda:0", 4, str(b.path))]  # 75 together

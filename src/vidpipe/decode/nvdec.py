@@ -410,7 +410,9 @@ class NvdecDecoder(SegmentParallelDecoder):
             through CUDA IPC with no copy); started on first use and kept. ``0``: threads in this
             process. ``None`` (default): use the decoder processes when they are running
             (:func:`warm_sessions` with ``processes``, or an earlier long file), start them for
-            files of :data:`AUTO_START_FRAMES` frames or more, else threads.
+            :data:`AUTO_START_FRAMES` frames or more (this file's frames times
+            ``options.files_at_once``: files decoding at once share the processes, each taking
+            its share of them), else threads.
             Short plans (one segment) and streams without exact timestamps always use threads.
             ``None`` also takes ``options.decoder_processes``.
 
@@ -523,7 +525,9 @@ class NvdecDecoder(SegmentParallelDecoder):
         if n == 0 or self.workers < 2:
             return None
         if n is None:
-            long = (plan.total or 0) >= AUTO_START_FRAMES
+            # files decoding at once share the processes: their frames together (this one's as
+            # the estimate of each) against the decoder-process crossover
+            long = (plan.total or 0) * self.options.files_at_once >= AUTO_START_FRAMES
             # processes starting in the background (vidpipe.decode.prestart) are waited for by a
             # file that would start them itself; a shorter one decodes with threads meanwhile
             pool = get_pool(self.device, None, start=False, wait_s=START_TIMEOUT if long else 0.0)

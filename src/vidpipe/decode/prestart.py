@@ -12,8 +12,10 @@ and the decode waits less.
 
 Only where the decode would start them anyway: a GPU device (``cuda``, ``cuda:N``, or ``auto`` on
 a machine with an NVIDIA driver), ``decoder`` ``auto`` or ``nvdec``, PyNvVideoCodec installed, a
-video file among the inputs, and either ``processes`` given or a file of
-:data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames to decode. Not for shorter files: on an
+video file among the inputs, and either ``processes`` given or
+:data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames to decode in the files (of the first
+:data:`PROBED_INPUTS`) together: files decoding at once share the processes
+(``DecodeOptions.files_at_once``). Not for fewer frames: on an
 H200, four children starting beside the command delayed its first result from 2.2 to 4.9 s (their
 CUDA contexts and the command's start at the same time) and a 4,800-frame 1080p file took 11.6 s
 against 8.4 s with threads (``docs/bench/h200/startup``); from about 15,000 1080p frames they win
@@ -38,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 #: inputs probed for their length (the rest of a long list is not looked at)
 PROBED_INPUTS = 8
-#: files smaller than this are not probed (a video of
+#: files smaller than this together are not probed (a video of
 #: :data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames rarely is: 1.6 Mbit/s at 30 fps;
 #: the real 1080p clip of 15,000 frames is 206 MB); reading the lengths of short inputs beside the
 #: command's import of PyTorch cost every command for the sake of a few. A long file under it still
@@ -99,8 +101,7 @@ def prestart_decoder_processes(
     if processes is not None:  # asked for: the decode starts them whatever the length
         start_in_background(name, processes, warm_for=str(files[0]))  # the children probe it
         return True
-    files = [p for p in files if _size(p) >= PROBE_BYTES]
-    if not files:  # every input too small to hold AUTO_START_FRAMES frames: no thread, no probe
+    if sum(map(_size, files)) < PROBE_BYTES:  # too small to hold AUTO_START_FRAMES frames: no thread, no probe
         return False
     try:
         options = DecodeOptions(frame_skip=frame_skip, max_frames=max_frames, start=start, end=end)
@@ -111,7 +112,7 @@ def prestart_decoder_processes(
         try:
             from vidpipe.decode.procpool import AUTO_START_FRAMES
 
-            frames, path = _longest(files, options)
+            frames, path = _lengths(files, options)
             if frames >= AUTO_START_FRAMES:
                 start_in_background(name, DEFAULT_PROCESSES, warm_for=str(path))
         except Exception as exc:  # noqa: BLE001 - the decode starts them itself, or uses threads
@@ -128,20 +129,22 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _longest(files: Sequence[Path], options) -> tuple[int, Path | None]:
-    """The most frames one of ``files`` decodes with ``options`` (0 for inputs that are not
-    video, or whose length is unknown), and that file."""
+def _lengths(files: Sequence[Path], options) -> tuple[int, Path | None]:
+    """The frames ``files`` decode with ``options`` together (inputs that are not video, or
+    whose length is unknown, count 0: files decoding at once share the processes), and the
+    longest of them (the one the children start their sessions for)."""
     from vidpipe.decode.auto_choice import frames_to_decode
     from vidpipe.decode.probe import probe
     from vidpipe.errors import VidpipeError
 
-    most, longest = 0, None
+    total, most, longest = 0, 0, None
     for path in files:
         try:
             info = probe(path)
         except VidpipeError:  # an image, or not media: the run says so
             continue
         frames = frames_to_decode(info, options) or 0
+        total += frames
         if frames > most:
             most, longest = frames, path
-    return most, longest
+    return total, longest
