@@ -45,6 +45,23 @@ def test_one_series_per_decoder_processes_value(tmp_path):
     assert "bench_fps" not in report["meta"]["targets"]["clip.mp4"]["vidpipe-detect"]  # the bench rate is a GPU's
 
 
+def test_copies_run_several_files_at_once(tmp_path):
+    """``--copies 3``: each command decodes three inputs (links to the clip) in one run; its
+    frames are all of theirs and its summary has three sources."""
+    clip = make_video(tmp_path / "clip.mp4", width=160, height=96, frames=12, fps=12)
+    p = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "startup", str(clip.path), "--device", "cpu",
+                        "--repeat", "1", "--copies", "3", "--out", str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    report = json.loads((tmp_path / "out" / "bench_startup.json").read_text())
+    floor, detect = report["rows"]
+    assert detect["input"] == "clip.mp4 x3" and detect["frames"] == 36 and detect["rate_fps"] > 0
+    assert list(report["meta"]["targets"]) == ["clip.mp4 x3"]
+    bad = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "startup", "--copies", "0"],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert bad.returncode == 2 and "--copies" in bad.stderr
+
+
 def test_a_bad_series_is_a_usage_error(tmp_path):
     p = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "startup", "--decoder-processes", "auto,x"],
                        capture_output=True, text=True, timeout=120)

@@ -11,6 +11,7 @@ Rows (each run ``repeat`` times, alternating, medians reported):
   the decoder ``auto`` chose.
 
 ``--decoder-processes 0,4`` makes one ``vidpipe-detect`` series per value (``auto``: the default);
+``--copies K`` gives each run K copies of the input at once (files sharing the decoder processes);
 ``--versus-bench`` adds ``bench e2e``'s ``vidpipe-gpu`` rate on the same file (``bench-e2e``).
 ``--lengths 4800,15000,30000`` measures real footage (INPUT, default the bundled street clip) scaled
 to ``--size`` (1920x1080) and looped to each length, all in one report, whose targets name the
@@ -57,11 +58,13 @@ def _timed(cmd: list[str], *, timeout_s: float, env: dict[str, str]) -> tuple[fl
 
 def run_startup_bench(input_path: str | os.PathLike | None = None, *, device: str = "auto", repeat: int = 3,
                       decoder: str = "auto", processes: Sequence[int | None] = (None,), versus_bench: bool = False,
-                      timeout_s: float = 300.0) -> VideoBenchResult:  # fmt: skip
+                      copies: int = 1, timeout_s: float = 300.0) -> VideoBenchResult:  # fmt: skip
     """Measure the floor and ``vidpipe detect`` on ``input_path`` in fresh processes.
 
     ``processes``: one series of ``vidpipe detect`` runs per value of ``--decoder-processes``
-    (``None``: the default, automatic), runs alternating with the floor's. ``versus_bench``: also
+    (``None``: the default, automatic), runs alternating with the floor's. ``copies``: each run
+    decodes that many copies of the input at once (links to it; the rates are of all its frames,
+    the bench's of one copy). ``versus_bench``: also
     the ``bench e2e`` rate of ``vidpipe-gpu`` on the same input, measured afterwards in this process
     (warmed up, as the bench does), for issue 10's targets on a long input: each series' rate (the
     summary's frames/s: the run's clock, which starts after the model's load and GPU warm-up) at
@@ -80,25 +83,32 @@ def run_startup_bench(input_path: str | os.PathLike | None = None, *, device: st
     path = Path(input_path) if input_path is not None else sample_video()
     if not path.is_file():
         raise SourceError(f"bench startup: no such file: {path}")
+    if not isinstance(copies, int) or copies < 1:
+        raise ValueError(f"bench startup: copies must be a positive integer, not {copies!r}")
     env = python_env()
     floor_cmd = [sys.executable, "-c", f"import torch; torch.zeros(1, device={str(dev)!r})"]
     floors: list[float] = []
     runs: dict[int | None, list[dict[str, Any]]] = {n: [] for n in processes}
     with tempfile.TemporaryDirectory(prefix="vidpipe-startup-") as tmp:
+        inputs = [str(path)]
+        for k in range(1, copies):  # other names for the same file: inputs of their own
+            link = Path(tmp) / f"copy{k}-{path.name}"
+            link.symlink_to(path.resolve())
+            inputs.append(str(link))
         for i in range(repeat):
             wall, p = _timed(floor_cmd, timeout_s=timeout_s, env=env)
             _check(p, "the floor")
             floors.append(wall)
             for n in processes:
                 out = Path(tmp) / f"run{i}-{n}.csv"
-                cmd = [sys.executable, "-m", "vidpipe", "detect", str(path), "--device", str(dev), "--decoder", decoder,
+                cmd = [sys.executable, "-m", "vidpipe", "detect", *inputs, "--device", str(dev), "--decoder", decoder,
                        "--progress", "off", "-o", str(out)] + ([] if n is None else ["--decoder-processes", str(n)])
                 wall, p = _timed(cmd, timeout_s=timeout_s, env=env)
                 _check(p, "vidpipe detect")
                 summary = json.loads(Path(f"{out}.meta.json").read_text())["summary"]
                 runs[n].append({"wall": wall, "summary": summary})
     floor = statistics.median(floors)
-    name = path.name
+    name = path.name if copies == 1 else f"{path.name} x{copies}"
     rows = [{"input": name, "peer": "floor", "wall_s": round(floor, 2), "over_floor_s": 0.0,
              "runs_s": " / ".join(f"{w:.2f}" for w in floors), "note": "python -c 'import torch; torch.zeros(1)'"}]
     bench_fps = _bench_rate(path, dev) if versus_bench and dev.type == "cuda" else None

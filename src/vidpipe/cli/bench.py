@@ -118,6 +118,9 @@ def add_parser(sub, common) -> None:
     u.add_argument("--repeat", type=_positive_int, default=3, help="runs of each, alternating (default: %(default)s)")
     u.add_argument("--decoder-processes", type=_process_series, default=(None,), metavar="N[,N...]",
                    help="a series of runs per value of detect's --decoder-processes, e.g. auto,0 (default: auto)")
+    u.add_argument("--copies", type=_positive_int, default=1, metavar="K",
+                   help="each run decodes K copies of the input at once (several files sharing the decoder "
+                        "processes; default: 1)")
     u.add_argument("--versus-bench", action="store_true",
                    help="also bench e2e's vidpipe-gpu rate on the input (GPU), and the targets against it")
     u.add_argument("--lengths", type=_lengths, default=None, metavar="N[,N...]",
@@ -199,7 +202,7 @@ def run_startup(args: argparse.Namespace) -> int:
     from vidpipe.bench.startup import run_startup_bench, run_startup_lengths
 
     options = dict(device=args.device, repeat=args.repeat, decoder=args.decoder, processes=args.decoder_processes,
-                   versus_bench=args.versus_bench)  # fmt: skip
+                   versus_bench=args.versus_bench, copies=args.copies)  # fmt: skip
     if args.lengths:
         result = run_startup_lengths(args.lengths, source=args.input, size=args.size, cache_dir=args.cache_dir,
                                      **options)  # fmt: skip
