@@ -234,6 +234,39 @@ def test_invalid_files_at_once_is_refused(bad):
         DecodeOptions(files_at_once=bad)
 
 
+def test_a_child_known_dead_before_its_end_is_read_still_hands_its_segments_over(make_clip):
+    """Both children die, but one is known dead first (a send to it failed: marked dead) while
+    its end of stream is read only after the other's: its segments must reach the threads that
+    take over, not be left in the queue once those started (a GPU run hung so: every-child test
+    of test_nvdec.py)."""
+    import threading
+    import time
+
+    clip = make_clip(".mp4", frames=100, gop=10, bframes=2, width=160, height=96)
+    close_pools()
+    dec = in_processes(clip.path, buffer_bytes=1)
+    pool = get_pool(torch.device("cpu"), 2, start=True)
+    got: list = []
+
+    def consume():
+        for n, batch in enumerate(dec.batches(8)):
+            if n == 1:
+                late, first = pool.procs[1], pool.procs[0]
+                os.kill(late.pid, signal.SIGSTOP)  # holds its socket open: no end of stream yet
+                pool.alive[1] = False  # what a failed send to it records
+                os.kill(first.pid, signal.SIGKILL)
+                time.sleep(0.5)  # the other child's loss is handled first
+                os.kill(late.pid, signal.SIGKILL)
+            got.extend((m.index, m.pts, batch.data[i].clone()) for i, m in enumerate(batch.frames))
+
+    t = threading.Thread(target=consume, daemon=True)
+    t.start()
+    t.join(60)
+    assert not t.is_alive(), "the decode hung"
+    assert same(got, reference(clip.path))
+    assert not dec.partial and dec.stats()["processes_lost"] == 2
+
+
 @pytest.mark.parametrize("bad", [-1, 2.5, "2", True, 65])
 def test_invalid_process_counts_are_refused(make_clip, bad):
     from vidpipe.errors import ConfigError

@@ -153,6 +153,11 @@ def run_processes(
                 dispatch.give(others[k % len(others)])
             dispatch.end_if_done()
             return f"decoder process(es) {', '.join(map(str, others))}"
+        if any(j not in state["dead"] and j not in state["done"] for j in live):
+            # a child already known dead (a send to it failed) whose end the receiver has not
+            # read yet: its segments come back when it is, and the fallback starts then with
+            # all of them (started now, it would never see those)
+            return "threads in this process once every decoder process is accounted for"
         if not local:
             local.append(_run_here(dispatch.rest(), job_of(dec.workers), ring, handle, n, state["freed"]))
         return "threads in this process"
