@@ -394,7 +394,8 @@ class NvdecDecoder(SegmentParallelDecoder):
         device: a CUDA device (``"cuda"``, ``"cuda:1"``, ``torch.device``).
         options: frame selection (stride, time range, count).
         workers: concurrent NVDEC sessions (``None``: three per NVDEC engine, shared among the
-            NVDEC decoders running at the same time in this process, and for a file whose
+            NVDEC decoders running at the same time in this process, or the
+            ``options.files_at_once`` of the run if more, and for a file whose
             sessions must first be started, only as many new ones as its length pays for:
             :func:`~vidpipe.decode.nvdec_pool.sessions_worth_starting`; 1: one session).
         segment_frames: frames per segment (``None``: sized from ``buffer_bytes``).
@@ -497,7 +498,9 @@ class NvdecDecoder(SegmentParallelDecoder):
         global _active
         with _active_lock:
             _active += 1
-            share = _active
+            # the run's other files count before they start: a file that starts first would
+            # otherwise take every engine's sessions (and its decoder process make the most)
+            share = max(_active, self.options.files_at_once)
         try:
             if self.auto_workers:  # decoders running at once share the engines
                 self.workers = max(1, default_workers(self.device, self.info.codec) // share)
