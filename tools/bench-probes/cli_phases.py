@@ -4,7 +4,7 @@
 
 Runs ``vidpipe detect CLIP -o TMP.csv --progress off [options]`` in a fresh Python process that
 stamps: interpreter start -> ``vidpipe.cli`` imported -> ``main()`` returned (the run, its table
-and summary written) -> the decoder processes closed at exit (``close_pools``, timed) -> the
+and summary written) -> the decoder processes closed at exit (``_close_at_exit``, timed) -> the
 process gone (measured here). With the summary's own first-result, GPU warm-up and run seconds.
 Prints one line of seconds per phase.
 """
@@ -27,16 +27,17 @@ t_import = time.time()
 import atexit
 from vidpipe.decode import procpool
 stamps = {"python_start_s": t0 - t_start, "import_cli_s": t_import - t0}
-orig = procpool.close_pools
+orig = procpool._close_at_exit
 def timed_close():
+    if "t_after_close" in stamps:
+        return
     a = time.time()
     orig()
     stamps["close_pools_s"] = time.time() - a
     stamps["t_after_close"] = time.time()
     print("PHASES " + json.dumps(stamps), flush=True)
-atexit.unregister(orig)
-procpool.close_pools = timed_close
-atexit.register(timed_close)
+procpool._close_at_exit = timed_close  # what a pool registers at exit when it starts (runs first)
+atexit.register(timed_close)  # a run without decoder processes
 rc = cli.main(sys.argv[2:])
 stamps["main_s"] = time.time() - t_import
 stamps["rc"] = rc
