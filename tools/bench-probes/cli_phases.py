@@ -27,7 +27,8 @@ t_import = time.time()
 import atexit
 from vidpipe.decode import procpool
 stamps = {"python_start_s": t0 - t_start, "import_cli_s": t_import - t0}
-orig = procpool._close_at_exit
+at_exit = "_close_at_exit" if hasattr(procpool, "_close_at_exit") else "close_pools"  # (older code: close_pools)
+orig = getattr(procpool, at_exit)
 def timed_close():
     if "t_after_close" in stamps:
         return
@@ -36,7 +37,7 @@ def timed_close():
     stamps["close_pools_s"] = time.time() - a
     stamps["t_after_close"] = time.time()
     print("PHASES " + json.dumps(stamps), flush=True)
-procpool._close_at_exit = timed_close  # what a pool registers at exit when it starts (runs first)
+setattr(procpool, at_exit, timed_close)  # what a pool registers at exit when it starts (runs first)
 atexit.register(timed_close)  # a run without decoder processes
 rc = cli.main(sys.argv[2:])
 stamps["main_s"] = time.time() - t_import
