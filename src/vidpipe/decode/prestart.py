@@ -130,9 +130,9 @@ def _size(path: Path) -> int:
 
 
 def _lengths(files: Sequence[Path], options) -> tuple[int, Path | None]:
-    """The frames ``files`` decode with ``options`` together (inputs that are not video, or
-    whose length is unknown, count 0: files decoding at once share the processes), and the
-    longest of them (the one the children start their sessions for)."""
+    """The frames ``files`` decode with ``options`` together (an input that is not video, or
+    whose length is unknown, counts 0), and the longest of them (the one the children start
+    their sessions for). Together: files decoding at once share the processes."""
     from vidpipe.decode.auto_choice import frames_to_decode
     from vidpipe.decode.probe import probe
     from vidpipe.errors import VidpipeError

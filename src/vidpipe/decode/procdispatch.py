@@ -25,13 +25,13 @@ class Dispatch:
     The end of the list is sent only once every segment is done: until then a child that dies
     can hand its segments to children still listening (:meth:`requeue`)."""
 
-    def __init__(self, pool: "Lease", plan: "DecodePlan", job: int) -> None:
-        self.pool = pool
+    def __init__(self, lease: "Lease", plan: "DecodePlan", job: int) -> None:
+        self.lease = lease
         self.plan = plan
         self.job = job
         self.next = 0
         self.again: deque[tuple[int, tuple[int, ...]]] = deque()  # (segment, positions delivered)
-        self.inflight: list[set[int]] = [set() for _ in pool.conns]
+        self.inflight: list[set[int]] = [set() for _ in lease.conns]
         self.ended: set[int] = set()  # children sent the end of the list
         self.lock = threading.Lock()
 
@@ -53,7 +53,7 @@ class Dispatch:
             self.end_if_done()
             return
         msg = ("seg", self.job, s) if have is None else ("redo", self.job, s, have)
-        if not self.pool.send(child, msg):
+        if not self.lease.send(child, msg):
             with self.lock:  # the child is gone before it got it: another one decodes it
                 self.inflight[child].discard(s)
                 self.again.append((s, have or ()))
@@ -65,7 +65,7 @@ class Dispatch:
             children = [i for i in range(len(self.inflight)) if i not in self.ended]
             self.ended.update(children)
         for i in children:
-            self.pool.send(i, ("seg", self.job, None))
+            self.lease.send(i, ("seg", self.job, None))
 
     def done(self, child: int, s: int) -> None:
         with self.lock:

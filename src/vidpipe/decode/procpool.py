@@ -298,7 +298,8 @@ class DecoderProcessPool:
         from vidpipe.device import resolve_device
 
         key = session_key(info, resolve_device(self.device))
-        todo = [i for i in (range(len(self.conns)) if children is None else children) if (i, key, sessions) not in self._warm]
+        which = range(len(self.conns)) if children is None else children
+        todo = [i for i in which if (i, key, sessions) not in self._warm]
         live = [i for i in todo if self.send(i, ("warm", info, self.device, sessions))]
         for i in live:
             try:

@@ -113,8 +113,8 @@ def recv_fds(conn: Any, n: int) -> list[int]:
 
 
 class Ring:
-    """``slots`` batch buffers ``(B, *row)`` shared with the children of ``lease``; batch ``b`` lives in slot
-    ``b % slots``. On the CPU the slots lie in one anonymous shared-memory file (one descriptor
+    """``slots`` batch buffers ``(B, *row)`` shared with the children of ``lease``; batch ``b``
+    lives in slot ``b % slots``. On the CPU the slots lie in one anonymous shared-memory file (one descriptor
     per process, whatever the slot count); a slot renewed later gets a file of its own."""
 
     def __init__(self, lease: "Lease", ident: int, shape: tuple[int, ...], dtype: "torch.dtype",

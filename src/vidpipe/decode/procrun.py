@@ -58,10 +58,10 @@ _jobs = iter(range(1, 1 << 62))
 
 
 def run_processes(
-    dec: "SegmentJob", plan: "DecodePlan", pool: "Lease", kind: str,
+    dec: "SegmentJob", plan: "DecodePlan", lease: "Lease", kind: str,
     batch_size: int, window: int, settings: dict[str, Any],
 ) -> Iterator[FrameBatch]:  # fmt: skip
-    """Decode ``plan`` with the children of ``pool`` (a lease of the decoder processes;
+    """Decode ``plan`` with the children of ``lease`` (its share of the decoder processes;
     ``dec.workers`` sessions spread over them) and yield its batches in order; see the module
     docstring. ``settings``: the backend's fields of
     :class:`~vidpipe.decode.procjob.ProcessJob` (``device``, ``fallback``, ``threads``)."""
@@ -69,21 +69,21 @@ def run_processes(
     from vidpipe.decode.gpu_buffers import ring_with_backoff
 
     shape, dtype, fmt = dec.row()
-    n = len(pool.conns)
+    n = len(lease.conns)
     slots = max(3, window // batch_size)
     asked = (batch_size, slots)
     ring, batch_size = ring_with_backoff(
-        lambda b, k: pool.ring((b, *shape), dtype, k, dec.buffer_device), batch_size, slots, dec.frame_bytes(),
+        lambda b, k: lease.ring((b, *shape), dtype, k, dec.buffer_device), batch_size, slots, dec.frame_bytes(),
         source=dec.info.source,
     )  # fmt: skip
     slots = ring.slots
     if (batch_size, slots) != asked:
         dec.note_backoff(batch_size, slots * batch_size)
     job = next(_jobs)
-    live = [i for i in range(n) if pool.alive[i]]
+    live = [i for i in range(n) if lease.alive[i]]
     per = sessions_per_process(dec.workers, len(live))
     reorder: ReorderBuffer[Any] = ReorderBuffer(slots * batch_size, plan.total)
-    dispatch = Dispatch(pool, plan, job)
+    dispatch = Dispatch(lease, plan, job)
     asm = _RingBatches(ring, batch_size, fmt, dec.info.color if fmt != "rgb" else None)
     counters: list[dict] = []
     state: dict[str, Any] = {"done": set(), "dead": set(), "fail": None, "abandon": False}
@@ -98,7 +98,7 @@ def run_processes(
                           **settings)  # fmt: skip
 
     for i in live:
-        pool.send(i, ("job", job_of(per)))
+        lease.send(i, ("job", job_of(per)))
     for _ in range(per + 1):
         for i in live:
             dispatch.give(i)
@@ -138,7 +138,7 @@ def run_processes(
         state["dead"].add(child)
         dec.note_process_lost()
         with stopping:  # not once the consumer stopped the run (nothing would free the ring)
-            if state["stop"] or pool.closing:  # nor when the pool's owner closes it (exit)
+            if state["stop"] or lease.closing:  # nor when the pool's owner closes it (exit)
                 return
             redo, kept = dispatch.requeue(child, got)
             where = _redo(redo)
@@ -147,7 +147,7 @@ def run_processes(
                         "had delivered are kept)", info.source, ", ".join(map(str, redo)), child, where, kept)  # fmt: skip
 
     def _redo(redo: list[int]) -> str:
-        others = [j for j in live if j not in state["dead"] and j not in state["done"] and pool.alive[j]]
+        others = [j for j in live if j not in state["dead"] and j not in state["done"] and lease.alive[j]]
         if others:
             for k in range(len(redo)):
                 dispatch.give(others[k % len(others)])
@@ -163,7 +163,7 @@ def run_processes(
         return "threads in this process"
 
     def receive() -> None:
-        conns = {pool.conns[i]: i for i in live}
+        conns = {lease.conns[i]: i for i in live}
         try:
             while not state["abandon"]:
                 waiting = [c for c, i in conns.items() if i not in state["done"] | state["dead"]]
@@ -176,7 +176,7 @@ def run_processes(
                     try:
                         msg = conn.recv()
                     except (EOFError, OSError):
-                        pool.mark_dead(i)
+                        lease.mark_dead(i)
                         lost(i)
                         continue
                     if msg[1] == job:  # else a late message of an earlier run
@@ -197,7 +197,7 @@ def run_processes(
             freed = asm.freed(reorder.next_position // batch_size)
             if freed > freed_sent:
                 for i in live:
-                    pool.send(i, ("free", job, freed))
+                    lease.send(i, ("free", job, freed))
                 freed_sent = state["freed"] = freed
             for here in local:  # the in-process fallback (started by the receiver at any time)
                 here.free(freed)
@@ -230,11 +230,11 @@ def run_processes(
             if locked:
                 stopping.release()
         for i in live:
-            pool.send(i, ("stop", job))
+            lease.send(i, ("stop", job))
         if not finished.wait(STOP_TIMEOUT):
             logger.warning("decoder processes did not stop within %.0f s; closing them", STOP_TIMEOUT)
             state["abandon"] = True
-            pool.break_pool()
+            lease.break_pool()
         reorder.cancel()
         asm.drain()
         for c in counters:
