@@ -45,7 +45,6 @@ from vidpipe.errors import SourceError
 if TYPE_CHECKING:
     import torch
 
-    from vidpipe.decode.procpool import DecoderProcessPool
     from vidpipe.pipeline_config import PipelineConfig, SourceState
     from vidpipe.sources.base import Chunk, SourceContext
     from vidpipe.sources.spec import SourceSpec
@@ -71,16 +70,6 @@ HAND_BACK_S = 0.01
 def default_processes() -> int:
     """Children for ``LiveOptions.processes=None``: half the cores, 1 to 8."""
     return max(1, min(8, (os.cpu_count() or 2) // 2))
-
-
-class _OneChild:
-    """What :class:`~vidpipe.decode.procring.Ring` needs of a pool, for one child only."""
-
-    def __init__(self, pool: "DecoderProcessPool", child: int) -> None:
-        self.pool, self.child = pool, child
-
-    def broadcast(self, msg: tuple, fds: tuple[int, ...] = ()) -> None:
-        self.pool.send(self.child, msg, fds)
 
 
 class _Link:
@@ -244,13 +233,15 @@ class LiveHub:
         """Make ``link``'s ring of frames for ``key`` = ``(shape, dtype, format, color)`` and
         tell its child (the old ring, of another kind, is let go once the work queued on its
         frames is done)."""
+        from vidpipe.decode.proclease import Lease
         from vidpipe.decode.procring import Ring
 
         shape, dtype, _, _ = key
         with self._lock:
             self._rings += 1
             ident = -(1 << 20) - self._rings
-        ring = Ring(_OneChild(self.pool, link.child), ident, shape, dtype, self.slots, self.device)  # type: ignore[arg-type]
+        # shared with the stream's child only (the hub's own pool: nothing to give back)
+        ring = Ring(Lease(self.pool, (link.child,)), ident, shape, dtype, self.slots, self.device)
         old = link.ring
         if old is not None:
             link.drain()
