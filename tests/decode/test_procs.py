@@ -184,11 +184,11 @@ def test_files_decoding_at_once_share_the_processes(make_clip):
     decs = [in_processes(a.path, options=two, buffer_bytes=1), in_processes(b.path, options=two, buffer_bytes=1)]
     pool = get_pool(torch.device("cpu"), 2, start=True)
     seen = []
-    got = _side_by_side(decs, each_batch=lambda k, n: seen.append(len(pool._busy)) if n == 1 else None)
+    got = _side_by_side(decs, each_batch=lambda k, n: seen.append(pool.lent) if n == 1 else None)
     assert same(got[0], reference(a.path)) and same(got[1], reference(b.path))
     assert [d.stats()["processes"] for d in decs] == [1, 1]
     assert 2 in seen  # both children lent at once, one to each file
-    assert not pool._busy  # given back
+    assert pool.lent == 0  # given back
     alone = in_processes(a.path)
     assert same(frames(alone), reference(a.path)) and alone.stats()["processes"] == 2
 

@@ -256,6 +256,12 @@ class DecoderProcessPool:
             self._busy.update(take)
         return Lease(self, take)
 
+    @property
+    def lent(self) -> int:
+        """Children lent to decodes now."""
+        with self._lease_lock:
+            return len(self._busy)
+
     def give_back(self, children: tuple[int, ...]) -> None:
         """The end of a :class:`~vidpipe.decode.proclease.Lease`: its children are free again."""
         with self._lease_lock:
