@@ -215,7 +215,6 @@ def _lengths(text: str) -> tuple[int, ...]:
     return tuple(_positive_int(part.strip()) for part in text.split(","))
 
 
-
 def _process_series(text: str) -> tuple[int | None, ...]:
     return tuple(process_count_or_auto(part.strip()) for part in text.split(","))
 

@@ -75,7 +75,6 @@ DEFAULT_PROCESSES = 4
 AUTO_START_FRAMES = 15_000
 
 
-
 def sessions_per_process(sessions: int, processes: int) -> int:
     """NVDEC sessions each of ``processes`` decoder processes runs for ``sessions`` in all (at
     least one): the share a pool warms (:meth:`DecoderProcessPool.warm`, or a child at its start
@@ -249,7 +248,7 @@ class DecoderProcessPool:
             if self.retired or self.closing:
                 return None
             free = [i for i, up in enumerate(self.alive) if up and i not in self._busy]
-            want = max(1, -(-sum(self.alive) // max(1, among)))
+            want = max(1, -(-self.size // max(1, among)))
             take = tuple(free[:want])
             if not take:
                 return None
@@ -485,5 +484,3 @@ def _close_at_exit() -> None:
     end); waiting cost a fresh ``vidpipe detect`` 0.7 s of its wall time on an H100
     (``tools/bench-probes/cli_phases.py``, four processes)."""
     close_pools(wait=False)
-
-
