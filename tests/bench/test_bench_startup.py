@@ -57,9 +57,10 @@ def test_copies_run_several_files_at_once(tmp_path):
     floor, detect = report["rows"]
     assert detect["input"] == "clip.mp4 x3" and detect["frames"] == 36 and detect["rate_fps"] > 0
     assert list(report["meta"]["targets"]) == ["clip.mp4 x3"]
-    bad = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "startup", "--copies", "0"],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert bad.returncode == 2 and "--copies" in bad.stderr
+    for k in ("0", "257"):  # one command line of them: at most MAX_COPIES
+        bad = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "startup", "--copies", k],
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert bad.returncode == 2 and "--copies" in bad.stderr
 
 
 def test_a_bad_series_is_a_usage_error(tmp_path):

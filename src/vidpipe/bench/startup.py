@@ -41,6 +41,8 @@ from vidpipe.errors import SourceError, VidpipeError
 
 __all__ = ["run_startup_bench", "run_startup_lengths", "StartupResult", "STARTUP_TARGET_S"]
 
+#: the most copies of the input one command decodes (``--copies``: one command line of them)
+MAX_COPIES = 256
 #: seconds over the floor the command may take (issue 10: ``bikes.mp4`` within floor + 2 s)
 STARTUP_TARGET_S = 2.0
 COLUMNS = ["input", "peer", "wall_s", "over_floor_s", "first_result_s", "warmup_s", "run_s", "rate_fps", "frames",
@@ -83,8 +85,8 @@ def run_startup_bench(input_path: str | os.PathLike | None = None, *, device: st
     path = Path(input_path) if input_path is not None else sample_video()
     if not path.is_file():
         raise SourceError(f"bench startup: no such file: {path}")
-    if not isinstance(copies, int) or copies < 1:
-        raise ValueError(f"bench startup: copies must be a positive integer, not {copies!r}")
+    if not isinstance(copies, int) or not 1 <= copies <= MAX_COPIES:
+        raise ValueError(f"bench startup: copies must be an integer from 1 to {MAX_COPIES}, not {copies!r}")
     env = python_env()
     floor_cmd = [sys.executable, "-c", f"import torch; torch.zeros(1, device={str(dev)!r})"]
     floors: list[float] = []

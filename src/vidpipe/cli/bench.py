@@ -26,6 +26,15 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _copies(text: str) -> int:
+    from vidpipe.bench.startup import MAX_COPIES
+
+    value = _positive_int(text)
+    if value > MAX_COPIES:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_COPIES} copies, got {text!r}")
+    return value
+
+
 def add_parser(sub, common) -> None:
     p = sub.add_parser("bench", parents=[common], help="benchmark vidpipe against its peers")
     kinds = p.add_subparsers(dest="bench", metavar="KIND")
@@ -118,7 +127,7 @@ def add_parser(sub, common) -> None:
     u.add_argument("--repeat", type=_positive_int, default=3, help="runs of each, alternating (default: %(default)s)")
     u.add_argument("--decoder-processes", type=_process_series, default=(None,), metavar="N[,N...]",
                    help="a series of runs per value of detect's --decoder-processes, e.g. auto,0 (default: auto)")
-    u.add_argument("--copies", type=_positive_int, default=1, metavar="K",
+    u.add_argument("--copies", type=_copies, default=1, metavar="K",
                    help="each run decodes K copies of the input at once (several files sharing the decoder "
                         "processes; default: 1)")
     u.add_argument("--versus-bench", action="store_true",
