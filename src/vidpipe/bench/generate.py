@@ -12,7 +12,8 @@ file is a valid stream of ``frames`` frames). Generated files are cached by name
 ``street-720p`` / ``street-1080p`` are real footage instead, with people and bicycles in most
 frames (about 1.2 detections a frame with the bundled model at 1080p): the bundled street clip
 scaled, encoded once and looped (:func:`vidpipe.bench.realclip.build_real_clip`), so NMS, box
-mapping, tracking and the device-to-host copy have work to do.
+mapping, tracking and the device-to-host copy have work to do. ``street-crowd-1080p`` tiles the
+same footage 2 x 2 (four moments of it in each frame): about 3.9 detections a frame.
 """
 
 from __future__ import annotations
@@ -51,10 +52,12 @@ VIDEO_PRESETS: dict[str, VideoPreset] = {
     "2160p-h264": VideoPreset(3840, 2160, "h264", 1200, encode=300),
 }
 
-#: real footage (:func:`vidpipe.bench.realclip.build_real_clip`): name -> (width, height, frames)
-REAL_PRESETS: dict[str, tuple[int, int, int]] = {
-    "street-720p": (1280, 720, 6000),
-    "street-1080p": (1920, 1080, 6000),
+#: real footage (:func:`vidpipe.bench.realclip.build_real_clip`): name -> (width, height, frames,
+#: tiles); ``street-crowd-1080p`` is a 2 x 2 grid of the clip at four moments (3.4x the objects)
+REAL_PRESETS: dict[str, tuple[int, int, int, int]] = {
+    "street-720p": (1280, 720, 6000, 1),
+    "street-1080p": (1920, 1080, 6000, 1),
+    "street-crowd-1080p": (1920, 1080, 6000, 2),
 }
 
 _ENCODER = {"h264": "libx264", "hevc": "libx265"}
@@ -94,8 +97,9 @@ def generate_video(
     if name in REAL_PRESETS:
         from vidpipe.bench.realclip import build_real_clip
 
-        w, h, default_frames = REAL_PRESETS[name]
-        return build_real_clip(out_dir, width=w, height=h, fps=fps, frames=int(frames or default_frames), gop=gop)
+        w, h, default_frames, tiles = REAL_PRESETS[name]
+        return build_real_clip(out_dir, width=w, height=h, fps=fps, frames=int(frames or default_frames), gop=gop,
+                               tiles=tiles)
     spec = VIDEO_PRESETS[name]
     n = int(frames or spec.frames)
     unique = n if frames or not spec.encode else min(n, spec.encode)

@@ -52,7 +52,8 @@ def add_parser(sub, common) -> None:
     e = kinds.add_parser("e2e", parents=[common], help="end to end: baseline, OpenCV loader, vidpipe CPU and GPU paths")
     e.add_argument("inputs", nargs="*", metavar="INPUT")
     e.add_argument("--generate", default=None,
-                   help="generate a clip instead: e.g. 1080p-h264 (no objects), street-1080p (real footage, looped)")
+                   help="generate a clip instead: e.g. 1080p-h264 (no objects), street-1080p (real footage, "
+                        "looped), street-crowd-1080p (the same in 2 x 2 tiles: about 3x the objects)")
     e.add_argument("--frames", type=int, default=None, help="frames of the generated clip")
     e.add_argument("--device", default="auto")
     e.add_argument("--model", default="yolov3-tiny")
