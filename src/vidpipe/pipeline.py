@@ -59,6 +59,9 @@ __all__ = ["DetectionRun", "PipelineConfig", "SourceState", "SOURCE_ERROR_LOG"]
 
 #: how long close() waits for all workers together before it warns and leaves them (seconds)
 JOIN_TIMEOUT_S = 10.0
+#: batches left working in a stage elsewhere (the tracker's helper process) while the next are
+#: detected: batch N is delivered once batch N + STAGED_BATCHES is post-processed
+STAGED_BATCHES = 1
 
 
 class DetectionRun:
@@ -390,43 +393,41 @@ class DetectionRun:
 
         in_flight: "collections.deque[_InFlight]" = collections.deque()  # launched, oldest first
         depth = self.config.batches_in_flight
-        staged: "Ticket | None" = None  # a post-processed batch whose stages work elsewhere
+        staged: "collections.deque[Ticket]" = collections.deque()  # post-processed, stages working elsewhere
         while not self._stop.is_set():  # stop(): deliver the batches in flight, drop the rest
-            busy = bool(in_flight) or staged is not None
+            busy = bool(in_flight) or bool(staged)
             chunks = self._batcher.next(in_flight=busy, stop=self._stop)
             if chunks is END:
                 break
             if chunks is None:
                 if in_flight:
-                    staged = yield from self._finish(in_flight.popleft(), staged, torch)
-                elif staged is not None:
-                    yield self._complete(staged)
-                    staged = None
+                    yield from self._finish(in_flight.popleft(), staged, torch)
+                elif staged:
+                    yield self._complete(staged.popleft())
                 continue
             in_flight.append(self.infer.launch(chunks, torch))
             while len(in_flight) > depth:
-                staged = yield from self._finish(in_flight.popleft(), staged, torch)
+                yield from self._finish(in_flight.popleft(), staged, torch)
         while in_flight and not self._closed:
-            staged = yield from self._finish(in_flight.popleft(), staged, torch)
-        if staged is not None and not self._closed:
-            yield self._complete(staged)
+            yield from self._finish(in_flight.popleft(), staged, torch)
+        while staged and not self._closed:
+            yield self._complete(staged.popleft())
 
-    def _finish(self, job: "_InFlight", staged: "Ticket | None", torch: Any) -> Generator[list[FrameResult], None, "Ticket | None"]:
-        """Post-process ``job`` and hand it to the stages; yield what is done, in order. Returns
-        the batch left working in a stage (``None``: none)."""
+    def _finish(self, job: "_InFlight", staged: "collections.deque[Ticket]", torch: Any) -> Generator[list[FrameResult], None, None]:
+        """Post-process ``job`` and hand it to the stages; yield what is done, in order. Batches
+        left working in a stage elsewhere stay in ``staged`` (at most :data:`STAGED_BATCHES`)."""
         for batch in self.infer.finish(job, torch):
             if not self.stages:
                 yield batch
                 continue
             with self.stats.time("stages", 0):
                 ticket = self.stages.submit(batch)
-            if staged is not None:
-                yield self._complete(staged)
-            staged = ticket
-            if not self.stages.working(staged):  # no stage works elsewhere: done already
-                yield self._complete(staged)
-                staged = None
-        return staged
+            staged.append(ticket)
+            while len(staged) > STAGED_BATCHES:
+                yield self._complete(staged.popleft())
+            if not self.stages.working(ticket):  # no stage works elsewhere: done already
+                while staged:
+                    yield self._complete(staged.popleft())
 
     def _complete(self, ticket: "Ticket") -> list[FrameResult]:
         with self.stats.time("stages", len(ticket.results)):
