@@ -186,6 +186,9 @@ def match(cost: np.ndarray, thresh: float) -> tuple[np.ndarray, np.ndarray]:
     row_n = valid.sum(1)
     col_n = valid.sum(0)
     first = valid.argmax(1)
+    if row_n.max() <= 1 and col_n.max() <= 1:  # the usual frame: every candidate pair is isolated
+        rows = row_n.nonzero()[0]
+        return rows.astype(np.int64, copy=False), first[rows].astype(np.int64, copy=False)
     isolated = (row_n == 1) & (col_n[first] == 1)
     out_r = [np.flatnonzero(isolated)]
     out_c = [first[isolated]]
