@@ -60,8 +60,11 @@ __all__ = ["DetectionRun", "PipelineConfig", "SourceState", "SOURCE_ERROR_LOG"]
 #: how long close() waits for all workers together before it warns and leaves them (seconds)
 JOIN_TIMEOUT_S = 10.0
 #: batches left working in a stage elsewhere (the tracker's helper process) while the next are
-#: detected: batch N is delivered once batch N + STAGED_BATCHES is post-processed
-STAGED_BATCHES = 1
+#: detected: batch N is delivered once batch N + STAGED_BATCHES is post-processed. Two give the
+#: helper a batch's time of slack (an H200, real 1080p street footage with decoder processes:
+#: its reply was late for 6% of batches instead of 41%); a run with a live stream, or kept alive
+#: for a server, keeps one (each is a batch of latency)
+STAGED_BATCHES = 2
 
 
 class DetectionRun:
@@ -386,9 +389,10 @@ class DetectionRun:
         not coming soon: then the oldest batch in flight is finished.
 
         Then the stages (:class:`~vidpipe.stages.runner.StageRunner`): a stage that works
-        elsewhere (the tracker's helper process) is handed batch N and left working while batch
-        N+1 is detected; batch N is yielded after batch N+1's post-processing, or as soon as the
-        batcher has nothing due, so results stay in order."""
+        elsewhere (the tracker's helper process) is handed batch N and left working while batches
+        N+1 and N+2 are detected (N+1 only with a live stream: :data:`STAGED_BATCHES`); batch N is
+        yielded after the last of them is post-processed, or as soon as the batcher has nothing
+        due, so results stay in order."""
         import torch
 
         in_flight: "collections.deque[_InFlight]" = collections.deque()  # launched, oldest first
@@ -415,7 +419,8 @@ class DetectionRun:
 
     def _finish(self, job: "_InFlight", staged: "collections.deque[Ticket]", torch: Any) -> Generator[list[FrameResult], None, None]:
         """Post-process ``job`` and hand it to the stages; yield what is done, in order. Batches
-        left working in a stage elsewhere stay in ``staged`` (at most :data:`STAGED_BATCHES`)."""
+        left working in a stage elsewhere stay in ``staged`` (at most :data:`STAGED_BATCHES`, one
+        where latency counts)."""
         for batch in self.infer.finish(job, torch):
             if not self.stages:
                 yield batch
@@ -423,7 +428,7 @@ class DetectionRun:
             with self.stats.time("stages", 0):
                 ticket = self.stages.submit(batch)
             staged.append(ticket)
-            while len(staged) > STAGED_BATCHES:
+            while len(staged) > (1 if self.keep_alive or self._live_count() else STAGED_BATCHES):
                 yield self._complete(staged.popleft())
             if not self.stages.working(ticket):  # no stage works elsewhere: done already
                 while staged:

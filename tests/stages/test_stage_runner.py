@@ -217,8 +217,8 @@ class Elsewhere(Recorder):
 
 
 def test_a_stage_that_works_elsewhere_overlaps_the_next_batch_and_keeps_order(make_clip):
-    """The run hands the stage batch N+1 before it takes batch N's result; every frame comes out
-    once, in order, through the later stages too; the stage's time shows under its name."""
+    """The run hands the stage batches N+1 and N+2 before it takes batch N's result; every frame
+    comes out once, in order, through the later stages too; the stage's time shows under its name."""
     clip = make_clip(frames=20).path
     slow, after = Elsewhere(delay=0.05), Recorder()
     run = vidpipe.detect(str(clip), device="cpu", batch_size=4, stages=[slow, after])
@@ -228,10 +228,32 @@ def test_a_stage_that_works_elsewhere_overlaps_the_next_batch_and_keeps_order(ma
     assert slow.events[0] == ("warm", -1) and slow.events.count(("warm", -1)) == 1  # before any batch
     submits = [i for kind, i in slow.events if kind == "submit"]
     assert submits == [0, 4, 8, 12, 16]
-    # batch N+1 was handed over before batch N's result was taken, at least once
+    # batches N+1 and N+2 were handed over before batch N's result was taken (a file:
+    # pipeline.STAGED_BATCHES), at least once, and never more than three were out at once
     order = slow.events
-    assert any(order.index(("submit", n + 4)) < order.index(("result", n)) for n in (0, 4, 8, 12))
+    assert any(order.index(("submit", n + 8)) < order.index(("result", n)) for n in (0, 4, 8))
+    out = [sum(1 if k == "submit" else -1 for k, _ in order[: j + 1] if k != "warm") for j in range(len(order))]
+    assert max(out) == 3
     assert "elsewhere" in run.get_stats()["stages_ms_per_frame"] and slow.closed == 1
+
+
+def test_with_a_live_stream_only_one_batch_waits_in_the_stage(make_clip):
+    """Each batch left in a stage working elsewhere is a batch of latency: with a live stream (a
+    file played in real time) the run takes batch N's result before it hands over N+2."""
+    from vidpipe.sources.options import LiveOptions
+
+    clip = make_clip(frames=30, fps=30).path
+    slow = Elsewhere(delay=0.02)
+    run = vidpipe.detect(str(clip), device="cpu", batch_size=2, stages=[slow], live=LiveOptions(realtime=True))
+    got = [r.meta.index for r in run]
+    order = [e for e in slow.events if e[0] != "warm"]
+    submits = [i for kind, i in order if kind == "submit"]
+    assert len(submits) >= 4 and got == sorted(got)
+    for n, later in zip(submits, submits[2:]):
+        if ("result", n) in order:
+            assert order.index(("result", n)) < order.index(("submit", later)), order
+    out = [sum(1 if k == "submit" else -1 for k, _ in order[: j + 1]) for j in range(len(order))]
+    assert max(out) == 2, order
 
 
 def test_a_stage_that_works_elsewhere_is_done_when_stop_is_called(make_clip):

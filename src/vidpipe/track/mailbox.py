@@ -15,8 +15,8 @@ another in program order (TSO), which this relies on, so the mailbox is used onl
 part (embeddings, thousands of detections) goes over the socket; its part is then marked
 :data:`ON_SOCKET`.
 
-At most ``SLOTS - 1`` requests may be outstanding (the run has two: batch N is tracked while N+1 is
-detected).
+At most ``SLOTS - 1`` requests may be outstanding (the run has up to three: batch N is tracked
+while N+1 and N+2 are detected, :data:`vidpipe.pipeline.STAGED_BATCHES`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import struct
 __all__ = ["Mailbox", "ON_SOCKET", "SLOTS", "supported"]
 
 #: slots in the ring (requests outstanding at most: ``SLOTS - 1``)
-SLOTS = 4
+SLOTS = 8
 #: the length that says "this payload went over the socket"
 ON_SOCKET = (1 << 64) - 1
 _HEADER = 64

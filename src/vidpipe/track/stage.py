@@ -11,9 +11,10 @@ real interval and ``track_buffer`` is in seconds, so dropped live frames and ``f
 not age tracks wrongly.
 
 Where: ``worker="auto"`` runs the trackers in a helper process on a machine with CUDA
-(:mod:`vidpipe.track.process`), inline elsewhere. The run hands the stage batch N+1 before it
-takes batch N's ids (:meth:`TrackerStage.submit`), so the tracking of one batch overlaps the
-detection of the next and costs the run's thread only packing the detections and taking the ids
+(:mod:`vidpipe.track.process`), inline elsewhere. The run hands the stage batches N+1 and N+2
+(N+1 only with a live stream: :data:`vidpipe.pipeline.STAGED_BATCHES`) before it takes batch N's
+ids (:meth:`TrackerStage.submit`), so the tracking of one batch overlaps the detection of the
+next ones and costs the run's thread only packing the detections and taking the ids
 back. Measured on an H200 with real 1080p street footage (``vidpipe bench e2e --generate
 street-1080p --track``): inline, tracking took 0.23 ms a frame of the run's thread and the
 tracked run went at 0.62x the untracked rate; with the helper process 0.05 ms and 0.84-0.89x;
@@ -76,8 +77,9 @@ class TrackerStage:
             through untouched (``track_ids`` stays ``None``).
         worker: where the trackers run. ``"process"``: a helper process
             (:mod:`vidpipe.track.process`): the run's thread only packs each batch's detections
-            and the tracking of batch N overlaps the detection of batch N+1 (the run hands the
-            stage batch N+1 before it waits for N's ids, through :meth:`submit`); ``"inline"``:
+            and the tracking of batch N overlaps the detection of the next ones (the run hands
+            the stage batch N+1, for files N+2 too, before it waits for N's ids, through
+            :meth:`submit`); ``"inline"``:
             on the thread that iterates the run; ``"auto"`` (default): a process on a machine
             with CUDA (where a run delivers thousands of frames per second), inline elsewhere.
             The helper process starts with the stage (before the run: its start overlaps the
@@ -295,17 +297,22 @@ def _to_host(results: "Sequence[FrameResult]", *, with_embeddings: bool) -> "tup
 
 def _attach(results: "Sequence[FrameResult]", ids: "np.ndarray", counts: list[int]) -> "list[FrameResult]":
     """Each result with ``detections.track_ids`` on its detections' device: views of one host
-    array (no torch call) where they are on the host, else one copy per device and one split."""
+    tensor where they are on the host, else one copy per device and one split.
+
+    The ids are ``(N,)`` int64 on the detections' device by construction here, so they are set
+    without :meth:`~vidpipe.types.Detections.with_track_ids`'s checks (two thirds of this
+    function's time on the run's thread)."""
     import torch
 
-    starts = list(itertools.accumulate([0, *counts[:-1]]))
     devices = {r.detections.device for r in results}
-    if devices == {torch.device("cpu")}:
-        parts: Sequence[torch.Tensor] = [torch.from_numpy(ids[a : a + c]) for a, c in zip(starts, counts)]
-    elif len(devices) == 1:
-        parts = torch.from_numpy(ids).to(devices.pop()).split(counts)
+    if len(devices) == 1:
+        dev = devices.pop()
+        host = torch.from_numpy(ids)
+        parts: Sequence[torch.Tensor] = (host if dev.type == "cpu" else host.to(dev)).split(counts)
     else:  # results of one stream on several devices (a caller's own): per device
+        starts = list(itertools.accumulate([0, *counts[:-1]]))
         host = torch.from_numpy(ids)
         on = {dev: host if dev.type == "cpu" else host.to(dev) for dev in devices}
         parts = [on[r.detections.device][a : a + c] for r, a, c in zip(results, starts, counts)]
-    return [replace_unchecked(r, detections=r.detections.with_track_ids(part)) for r, part in zip(results, parts)]
+    return [replace_unchecked(r, detections=replace_unchecked(r.detections, track_ids=part))
+            for r, part in zip(results, parts)]  # fmt: skip
