@@ -4,7 +4,7 @@ real 1080p street footage (vidpipe.bench.realclip: one tile, ~1.1 detections a f
 2 x 2 crowd, ~3.9), results on the host (as `vidpipe detect --track`), untracked and `track=True`
 alternated for ROUNDS rounds in one process (the first warms up), with the decoder's default
 (`auto`: processes for files this long) and with threads (`decoder_processes=0`).
-Usage: python3 track_processes.py [FRAMES] [MEDIA_DIR] [ROUNDS] [TILES,...]."""
+Usage: python3 track_processes.py [FRAMES] [MEDIA_DIR] [ROUNDS] [TILES,...] [auto,threads]."""
 import os
 import statistics
 import sys
@@ -16,13 +16,16 @@ frames = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
 media = sys.argv[2] if len(sys.argv) > 2 else "/root/media"
 rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 3
 tiles = [int(t) for t in (sys.argv[4] if len(sys.argv) > 4 else "1,2").split(",")]
+decoders = {"auto": None, "threads": 0}
+decoders = {k: decoders[k] for k in (sys.argv[5] if len(sys.argv) > 5 else "auto,threads").split(",")}
 for tile in tiles:
-    clip = build_real_clip(media, frames=frames, tiles=tile)
+    # CLIP_<TILES>=path: a clip built already (code from before `tiles` existed measures it too)
+    clip = os.environ.get(f"CLIP_{tile}") or build_real_clip(media, frames=frames, tiles=tile)
     rates: dict[str, list[float]] = {}
     for rep in range(rounds):
-        for procs in (None, 0):
+        for name, procs in decoders.items():
             for track in (False, True):
-                mode = f"{'auto' if procs is None else 'threads'}{'+track' if track else ''}"
+                mode = f"{name}{'+track' if track else ''}"
                 run = vidpipe.detect(str(clip), device=os.environ.get("DEVICE", "cuda"), results_on_host=True, track=track or None,
                                      decoder_processes=procs)
                 dets = sum(len(r.detections) for r in run)
@@ -35,7 +38,7 @@ for tile in tiles:
                     rates.setdefault(mode, []).append(s.fps)
     for mode, r in rates.items():
         print(f"tiles {tile} {mode:13s} median {statistics.median(r):.0f} fps: {[round(x) for x in r]}")
-    for base in ("auto", "threads"):
+    for base in decoders:
         t, u = rates[base + "+track"], rates[base]
         print(f"tiles {tile} {base}: tracked {statistics.median(t) / statistics.median(u):.3f}x untracked "
               f"(medians); per round {[round(a / b, 3) for a, b in zip(t, u)]}", flush=True)
