@@ -30,10 +30,7 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     np.maximum(ih, 0.0, out=ih)
     inter = iw * ih
     union = ((ax2 - ax1) * (ay2 - ay1)) + ((bx2 - bx1) * (by2 - by1)) - inter
-    with np.errstate(invalid="ignore", divide="ignore"):
-        iou = inter / union
-    iou[~(union > 0)] = 0.0
-    return iou
+    return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)  # 0 where no area
 
 
 def linear_sum_assignment(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -183,12 +180,14 @@ def match(cost: np.ndarray, thresh: float) -> tuple[np.ndarray, np.ndarray]:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
     valid = cost < thresh  # False for NaN and inf
+    pr, pc = valid.nonzero()  # candidate pairs, by row
+    if pr.shape[0] <= 64:  # the usual frame: few candidates, each alone in its row and column
+        lr, lc = pr.tolist(), pc.tolist()
+        if len(set(lr)) == len(lr) and len(set(lc)) == len(lc):
+            return pr.astype(np.int64, copy=False), pc.astype(np.int64, copy=False)
     row_n = valid.sum(1)
     col_n = valid.sum(0)
     first = valid.argmax(1)
-    if row_n.max() <= 1 and col_n.max() <= 1:  # the usual frame: every candidate pair is isolated
-        rows = row_n.nonzero()[0]
-        return rows.astype(np.int64, copy=False), first[rows].astype(np.int64, copy=False)
     isolated = (row_n == 1) & (col_n[first] == 1)
     out_r = [np.flatnonzero(isolated)]
     out_c = [first[isolated]]

@@ -70,17 +70,19 @@ class TrackBook:
         if tracker is None:
             first = self._next.get(frames.stream_id, first_id)
             tracker = self._trackers[frames.stream_id] = ByteTrack(self.config, first_id=first)
-        rows, emb = frames.rows, frames.embeddings
+        emb = frames.embeddings
+        rows = frames.rows.astype(np.float64)  # once per batch, not per frame (what the tracker computes in)
+        boxes, scores, classes = rows[:, :4], rows[:, 4], rows[:, 5].astype(np.int64)
         ids = np.empty(rows.shape[0], dtype=np.int64)
         before = tracker.started
         start = 0
         for t, c in zip(frames.times.tolist(), frames.counts.tolist()):
-            block = rows[start : start + c]
-            ids[start : start + c] = tracker.update(
-                block[:, :4], block[:, 4], block[:, 5].astype(np.int64), t=t,
-                embeddings=None if emb is None or not c else emb[start : start + c],
+            end = start + c
+            ids[start:end] = tracker.update(
+                boxes[start:end], scores[start:end], classes[start:end], t=t,
+                embeddings=None if emb is None or not c else emb[start:end],
             )  # fmt: skip
-            start += c
+            start = end
         return StreamIds(ids, tracker.next_id, tracker.started - before, tracker.active())
 
     def reset(self, stream_id: int) -> None:

@@ -35,8 +35,7 @@ _KF = KalmanXYAH()
 class _Tracks:
     """Struct of arrays, one row per live track."""
 
-    mean: np.ndarray  # (T, 8) float64
-    cov: np.ndarray  # (T, 3, 4) float64 (see vidpipe.track.kalman)
+    kf: np.ndarray  # (T, 20) float64: Kalman mean and covariance, packed (see vidpipe.track.kalman)
     state: np.ndarray  # (T,) int8: TENTATIVE / TRACKED / LOST
     ids: np.ndarray  # (T,) int64, -1 until confirmed
     hits: np.ndarray  # (T,) int64 detections matched so far (birth included)
@@ -47,15 +46,15 @@ class _Tracks:
     @classmethod
     def empty(cls) -> "_Tracks":
         z = np.zeros
-        return cls(z((0, 8)), z((0, 3, 4)), z(0, np.int8), z(0, np.int64), z(0, np.int64), z(0), z(0, np.int64), None)
+        return cls(z((0, 20)), z(0, np.int8), z(0, np.int64), z(0, np.int64), z(0), z(0, np.int64), None)
 
     def __len__(self) -> int:
         return int(self.state.shape[0])
 
     def take(self, keep: np.ndarray) -> "_Tracks":
         return _Tracks(
-            self.mean[keep], self.cov[keep], self.state[keep], self.ids[keep], self.hits[keep], self.last_t[keep],
-            self.cls[keep], None if self.emb is None else self.emb[keep],
+            self.kf[keep], self.state[keep], self.ids[keep], self.hits[keep], self.last_t[keep], self.cls[keep],
+            None if self.emb is None else self.emb[keep],
         )  # fmt: skip
 
     def extend(self, other: "_Tracks") -> "_Tracks":
@@ -65,8 +64,7 @@ class _Tracks:
         if self.emb is not None and other.emb is not None and self.emb.shape[1] == other.emb.shape[1]:
             emb = np.concatenate([self.emb, other.emb])
         return _Tracks(
-            np.concatenate([self.mean, other.mean]), np.concatenate([self.cov, other.cov]),
-            np.concatenate([self.state, other.state]), np.concatenate([self.ids, other.ids]),
+            np.concatenate([self.kf, other.kf]), np.concatenate([self.state, other.state]), np.concatenate([self.ids, other.ids]),
             np.concatenate([self.hits, other.hits]), np.concatenate([self.last_t, other.last_t]),
             np.concatenate([self.cls, other.cls]), emb,
         )  # fmt: skip
@@ -168,27 +166,30 @@ class ByteTrack:
         if not dt > 0:  # same or earlier time (a repeated timestamp): one nominal step
             dt = 1.0
             t = self._t + step  # type: ignore[operator]
+        elif dt > 0.5 and abs(dt - round(dt)) < 1e-6:  # whole steps up to the timestamps' rounding
+            dt = float(round(dt))
         self._t = t
         self.frames += 1
 
         tr = self._tracks
         if len(tr):  # tracks unseen for longer than the buffer end before they can match again
             expired = t - tr.last_t > cfg.track_buffer + 1e-9
-            if expired.any():
+            if np.count_nonzero(expired):  # (count_nonzero: a fifth of .any()'s per-call cost)
                 self._tracks = tr = tr.take(~expired)
         if len(tr):
             lost = tr.state == LOST
-            if lost.any():  # ByteTrack: a lost track's height stops changing
-                tr.mean[lost, 7] = 0.0
-            tr.mean, tr.cov = _KF.predict(tr.mean, tr.cov, dt)
+            if np.count_nonzero(lost):  # ByteTrack: a lost track's height stops changing
+                tr.kf[lost, 7] = 0.0
+            tr.kf = _KF.predict_packed(tr.kf, dt)
 
-        out = np.full(n, -1, dtype=np.int64)
+        out = np.empty(n, dtype=np.int64)
+        out.fill(-1)  # (np.full costs five times as much on a few elements)
         det_used = np.zeros(n, dtype=bool)
         pairs_t: list[np.ndarray] = []
         pairs_d: list[np.ndarray] = []
         high = _nz(scores >= cfg.high_thresh)
         low = _nz((scores >= cfg.low_thresh) & (scores < cfg.high_thresh))
-        pred = xyah_to_xyxy(tr.mean) if len(tr) else np.zeros((0, 4))
+        pred = xyah_to_xyxy(tr.kf) if len(tr) else np.zeros((0, 4))
         matched_t = np.zeros(len(tr), dtype=bool)
         # every track against every detection once; each stage takes its rows and columns
         plain = fused = None
@@ -250,7 +251,7 @@ class ByteTrack:
             tr.state[(tr.state == TRACKED) & ~matched_t] = LOST
             keep = ~((tr.state == TENTATIVE) & ~matched_t)
             keep &= ~((tr.state == LOST) & (t - tr.last_t > cfg.track_buffer + 1e-9))
-            if not keep.all():
+            if np.count_nonzero(keep) < keep.shape[0]:
                 self._tracks = tr = tr.take(keep)
 
         # 4. new tracks from the high detections left, scored at least new_track_thresh
@@ -261,16 +262,18 @@ class ByteTrack:
 
     def _apply_matches(self, ti, di, boxes, cls, emb, t, out) -> None:
         tr = self._tracks
-        tr.mean[ti], tr.cov[ti] = _KF.update(tr.mean[ti], tr.cov[ti], xyxy_to_xyah(boxes[di]))
-        tr.hits[ti] += 1
+        tr.kf[ti] = _KF.update_packed(tr.kf[ti], xyxy_to_xyah(boxes[di]))
+        hits = tr.hits[ti] + 1
+        tr.hits[ti] = hits
         tr.last_t[ti] = t
         tr.cls[ti] = cls[di]
-        was_lost = tr.state[ti] == LOST
-        tr.state[ti[was_lost]] = TRACKED
-        confirm = ti[(tr.state[ti] == TENTATIVE) & (tr.hits[ti] >= self.config.min_hits)]
-        if confirm.size:
-            tr.state[confirm] = TRACKED
-            tr.ids[confirm] = self._take_ids(confirm.size)
+        state = tr.state[ti]  # the matched tracks' states, written back once
+        state[state == LOST] = TRACKED
+        confirm = (state == TENTATIVE) & (hits >= self.config.min_hits)
+        if np.count_nonzero(confirm):
+            state[confirm] = TRACKED
+            tr.ids[ti[confirm]] = self._take_ids(int(np.count_nonzero(confirm)))
+        tr.state[ti] = state
         if emb is not None:
             if tr.emb is None or tr.emb.shape[1] != emb.shape[1]:
                 tr.emb = np.zeros((len(tr), emb.shape[1]), dtype=np.float32)
@@ -279,14 +282,14 @@ class ByteTrack:
             fresh = ~old.any(axis=1)  # a track without an embedding yet takes the detection's
             mixed = np.where(fresh[:, None], emb[di], m * old + (1 - m) * emb[di])
             tr.emb[ti] = _unit(mixed)
-        out[di] = np.where(tr.state[ti] == TRACKED, tr.ids[ti], -1)
+        out[di] = np.where(state == TRACKED, tr.ids[ti], -1)
 
     def _birth(self, born, boxes, cls, emb, t, *, confirm: bool, out) -> None:
         k = born.size
-        mean, cov = _KF.initiate(xyxy_to_xyah(boxes[born]))
+        kf = _KF.initiate_packed(xyxy_to_xyah(boxes[born]))
         ids = self._take_ids(k) if confirm else np.full(k, -1, dtype=np.int64)
         new = _Tracks(
-            mean, cov, np.full(k, TRACKED if confirm else TENTATIVE, dtype=np.int8), ids, np.ones(k, np.int64),
+            kf, np.full(k, TRACKED if confirm else TENTATIVE, dtype=np.int8), ids, np.ones(k, np.int64),
             np.full(k, t), cls[born].copy(), None,
         )  # fmt: skip
         tr = self._tracks

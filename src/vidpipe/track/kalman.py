@@ -18,13 +18,19 @@ the textbook matrix form).
 
 Shapes: ``mean`` ``(T, 8)``, ``cov`` ``(T, 3, 4)`` (rows: var(p), cov(p, v), var(v)),
 measurements ``(M, 4)`` ``xyah``; all float64.
+
+The tracker keeps both in one *packed* ``(T, 20)`` array per stream (``mean``, then ``cov``
+row by row: the layout of ``np.concatenate([mean, cov.reshape(T, 12)], 1)``) and uses the
+``*_packed`` methods: its predict is one matrix product plus the process noise (a few numpy calls
+instead of some thirty; numpy's per-call cost, not arithmetic, is what a frame of a few tracks
+costs). The unpacked methods wrap them, so the tests hold both against the textbook form.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["KalmanXYAH", "xyxy_to_xyah", "xyah_to_xyxy", "full_cov"]
+__all__ = ["KalmanXYAH", "xyxy_to_xyah", "xyah_to_xyxy", "full_cov", "pack", "unpack"]
 
 _POS, _VEL = 1.0 / 20.0, 1.0 / 160.0
 # standard deviations = height * _H + _C, per coordinate (cx, cy, a, h)
@@ -33,34 +39,58 @@ _INIT_V_H, _INIT_V_C = np.array([10 * _VEL, 10 * _VEL, 0, 10 * _VEL]), np.array(
 _Q_P_H, _Q_P_C = np.array([_POS, _POS, 0, _POS]), np.array([0, 0, 1e-2, 0])
 _Q_V_H, _Q_V_C = np.array([_VEL, _VEL, 0, _VEL]), np.array([0, 0, 1e-5, 0])
 _R_H, _R_C = np.array([_POS, _POS, 0, _POS]), np.array([0, 0, 1e-1, 0])
+# process noise of positions and velocities side by side: (T, 8) stds = height * _Q_H + _Q_C
+_Q_H, _Q_C = np.concatenate([_Q_P_H, _Q_V_H]), np.concatenate([_Q_P_C, _Q_V_C])
+_INIT_H, _INIT_C = np.concatenate([_INIT_P_H, _INIT_V_H]), np.concatenate([_INIT_P_C, _INIT_V_C])
 
 
-def _var(h: np.ndarray, per_h: np.ndarray, const: np.ndarray) -> np.ndarray:
-    """``(T, 4)`` variances ``(h * per_h + const) ** 2``."""
-    std = h[:, None] * per_h + const
-    return std * std
+def pack(mean: np.ndarray, cov: np.ndarray) -> np.ndarray:
+    """``mean (T, 8)`` and ``cov (T, 3, 4)`` as one packed ``(T, 20)`` array."""
+    return np.concatenate([mean, cov.reshape(cov.shape[0], 12)], axis=1)
+
+
+def unpack(state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A packed ``(T, 20)`` array as ``mean (T, 8)``, ``cov (T, 3, 4)`` (copies)."""
+    return state[:, :8].copy(), state[:, 8:].reshape(state.shape[0], 3, 4).copy()
+
+
+def _transition_parts() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``I``, ``D1``, ``D2`` with ``packed @ (I + dt D1 + dt^2 D2)`` = ``F x`` and ``F P F^T``
+    (before noise)."""
+    d1, d2 = np.zeros((20, 20)), np.zeros((20, 20))
+    for i in range(4):
+        d1[4 + i, i] = 1.0  # p += dt v
+        d1[12 + i, 8 + i] = 2.0  # var(p) += 2 dt cov(p, v) + dt^2 var(v)
+        d2[16 + i, 8 + i] = 1.0
+        d1[16 + i, 12 + i] = 1.0  # cov(p, v) += dt var(v)
+    return np.eye(20), d1, d2
+
+
+_EYE, _D1, _D2 = _transition_parts()
+#: the transition of whole steps (1: the usual frame; 2, 3, ...: frames dropped), made once each
+_STEPS = {k: _EYE + k * _D1 + (k * k) * _D2 for k in range(1, 9)}
 
 
 def xyxy_to_xyah(boxes: np.ndarray) -> np.ndarray:
     """``(N, 4)`` x1, y1, x2, y2 -> ``(N, 4)`` cx, cy, w / h, h (float64)."""
     b = np.asarray(boxes, dtype=np.float64)
+    wh = b[:, 2:] - b[:, :2]
     out = np.empty((b.shape[0], 4))
-    out[:, 3] = np.maximum(b[:, 3] - b[:, 1], 1e-6)
-    out[:, 2] = (b[:, 2] - b[:, 0]) / out[:, 3]
-    out[:, 0] = (b[:, 0] + b[:, 2]) * 0.5
-    out[:, 1] = (b[:, 1] + b[:, 3]) * 0.5
+    np.add(b[:, :2], b[:, 2:], out=out[:, :2])
+    out[:, :2] *= 0.5
+    h = np.maximum(wh[:, 1], 1e-6, out=out[:, 3])
+    np.divide(wh[:, 0], h, out=out[:, 2])
     return out
 
 
 def xyah_to_xyxy(xyah: np.ndarray) -> np.ndarray:
     """``(N, >=4)`` cx, cy, a, h, ... -> ``(N, 4)`` x1, y1, x2, y2."""
     out = np.empty((xyah.shape[0], 4))
-    half_h = xyah[:, 3] * 0.5
-    half_w = xyah[:, 2] * half_h
-    out[:, 0] = xyah[:, 0] - half_w
-    out[:, 1] = xyah[:, 1] - half_h
-    out[:, 2] = xyah[:, 0] + half_w
-    out[:, 3] = xyah[:, 1] + half_h
+    half = out[:, 2:]  # w / 2, h / 2 first, then x2, y2
+    np.multiply(xyah[:, 3:4], 0.5, out=half[:, 1:])
+    np.multiply(xyah[:, 2], half[:, 1], out=half[:, 0])
+    np.subtract(xyah[:, :2], half, out=out[:, :2])
+    half += xyah[:, :2]
     return out
 
 
@@ -83,45 +113,62 @@ class KalmanXYAH:
 
     def initiate(self, xyah: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """New tracks at measurements ``(M, 4)`` -> ``mean (M, 8)``, ``cov (M, 3, 4)``."""
-        m = xyah.shape[0]
-        mean = np.zeros((m, 8))
-        mean[:, :4] = xyah
-        cov = np.zeros((m, 3, 4))
-        h = xyah[:, 3]
-        cov[:, 0] = _var(h, _INIT_P_H, _INIT_P_C)
-        cov[:, 2] = _var(h, _INIT_V_H, _INIT_V_C)
-        return mean, cov
+        return unpack(self.initiate_packed(xyah))
 
     def predict(self, mean: np.ndarray, cov: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
         """Move every track ``dt`` steps ahead: ``x' = F x``, ``P' = F P F^T + dt * Q``, with
         ``F = [[I, dt I], [0, I]]`` and Q from the height before the move (ByteTrack's)."""
         if mean.shape[0] == 0:
             return mean, cov
-        h = mean[:, 3]
-        pp, pv, vv = cov[:, 0], cov[:, 1], cov[:, 2]
-        out = np.empty_like(cov)
-        out[:, 0] = pp + (2 * dt) * pv + (dt * dt) * vv + dt * _var(h, _Q_P_H, _Q_P_C)
-        out[:, 1] = pv + dt * vv
-        out[:, 2] = vv + dt * _var(h, _Q_V_H, _Q_V_C)
-        mean = mean.copy()
-        mean[:, :4] += dt * mean[:, 4:]
-        return mean, out
+        return unpack(self.predict_packed(pack(mean, cov), dt))
 
     def update(self, mean: np.ndarray, cov: np.ndarray, xyah: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Correct tracks ``(M, 8)`` / ``(M, 3, 4)`` with their measurements ``(M, 4)``:
         per coordinate, ``S = var(p) + R``, gains ``var(p) / S`` and ``cov(p, v) / S``."""
         if mean.shape[0] == 0:
             return mean, cov
-        pp, pv, vv = cov[:, 0], cov[:, 1], cov[:, 2]
-        s = pp + _var(mean[:, 3], _R_H, _R_C)
-        kp = pp / s
-        kv = pv / s
-        innovation = xyah - mean[:, :4]
-        new_mean = np.empty_like(mean)
-        new_mean[:, :4] = mean[:, :4] + kp * innovation
-        new_mean[:, 4:] = mean[:, 4:] + kv * innovation
-        new_cov = np.empty_like(cov)
-        new_cov[:, 0] = pp - kp * pp
-        new_cov[:, 1] = pv - kp * pv
-        new_cov[:, 2] = vv - kv * pv
-        return new_mean, new_cov
+        return unpack(self.update_packed(pack(mean, cov), xyah))
+
+    # ------------------------------------------------------------------ packed (T, 20)
+    def initiate_packed(self, xyah: np.ndarray) -> np.ndarray:
+        """:meth:`initiate` as one packed ``(M, 20)`` array."""
+        m = xyah.shape[0]
+        out = np.zeros((m, 20))
+        out[:, :4] = xyah
+        std = xyah[:, 3:4] * _INIT_H
+        std += _INIT_C
+        std *= std
+        out[:, 8:12] = std[:, :4]
+        out[:, 16:20] = std[:, 4:]
+        return out
+
+    def predict_packed(self, state: np.ndarray, dt: float) -> np.ndarray:
+        """:meth:`predict` on a packed ``(T, 20)`` array (a new array)."""
+        if state.shape[0] == 0:
+            return state
+        out = state @ (_STEPS.get(dt) if dt in _STEPS else _EYE + dt * _D1 + (dt * dt) * _D2)
+        q = state[:, 3:4] * _Q_H
+        q += _Q_C
+        q *= q
+        if dt != 1.0:
+            q *= dt
+        out[:, 8:12] += q[:, :4]
+        out[:, 16:20] += q[:, 4:]
+        return out
+
+    def update_packed(self, state: np.ndarray, xyah: np.ndarray) -> np.ndarray:
+        """:meth:`update` on a packed ``(M, 20)`` array and its measurements ``(M, 4)`` (a new array)."""
+        if state.shape[0] == 0:
+            return state
+        r = state[:, 3:4] * _R_H
+        r += _R_C
+        r *= r
+        r += state[:, 8:12]  # S = var(p) + R
+        gain = state[:, 8:16] / np.concatenate([r, r], axis=1)  # var(p) / S, cov(p, v) / S
+        innovation = xyah - state[:, :4]
+        out = np.empty_like(state)
+        out[:, :8] = state[:, :8] + gain * np.concatenate([innovation, innovation], axis=1)
+        kp = gain[:, :4]
+        out[:, 8:16] = state[:, 8:16] - np.concatenate([kp, kp], axis=1) * state[:, 8:16]
+        out[:, 16:20] = state[:, 16:20] - gain[:, 4:] * state[:, 12:16]
+        return out

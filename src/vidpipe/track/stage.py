@@ -28,9 +28,13 @@ numpy, and the ids go back to the detections' device in one copy; each result ge
 ``detections.track_ids`` ``(N,)`` int64 on that device (``-1``: not in a confirmed track). Rate
 of the tracking itself (32-frame batches of CPU tensors, one stream, inline), measured on a
 2-core AMD EPYC VM with the machine otherwise quiet (``vidpipe bench track`` prints it): about
-5,200 frames/s with 20 detections per frame and 2,600 with 100 (wall clock and process CPU time
-agree). A frame costs ~0.14 ms plus ~2.4 us per detection: numpy call overhead more than
-arithmetic, so a faster core scales it directly.
+6,400 frames/s with 20 detections per frame and 2,700 with 100 (5,500 and 2,600 before the
+Kalman state was packed into one array and the usual association took a shortcut, same VM, same
+day). A frame costs ~0.12 ms plus ~2.5 us per detection: numpy's per-call cost more than
+arithmetic, so a faster core scales it directly, and a slower one is what limits tracking on a
+GPU host whose decoders deliver 4,000 frames/s: the helper process is one core (an H200 host's
+core ran the real crowded clip at 3,400 frames/s before these changes,
+``docs/bench/h200/track-processes``).
 """
 
 from __future__ import annotations
