@@ -149,6 +149,7 @@ class DetectionRun:
         self.infer = Inference(detector, config, self.stats)
         self._live = LiveProcesses(config=config, detector=detector, specs=specs)  # started when needed
         self._inputs_given = len(specs)
+        self._latency_counts = self.keep_alive  # a live stream or a server: one batch staged (STAGED_BATCHES)
         self._files_given = sum(1 for s in specs if getattr(getattr(s, "spec", s), "kind", None) == "file")
         for spec in specs:
             self._add(spec)
@@ -177,6 +178,7 @@ class DetectionRun:
             live = bool(source.live)
             if live:
                 source = self._live.wrap(source, live_inputs=self._live_count() + 1)
+                self._latency_counts = True  # (read by the run's thread without the lock)
             self._kinds[state.stream_id] = "live" if live else spec.kind
             capacity = self.config.live.queue_frames if live else self.config.queue_depth
             queue = self._batcher.add_queue(state, live=live, capacity=capacity)
@@ -428,7 +430,7 @@ class DetectionRun:
             with self.stats.time("stages", 0):
                 ticket = self.stages.submit(batch)
             staged.append(ticket)
-            while len(staged) > (1 if self.keep_alive or self._live_count() else STAGED_BATCHES):
+            while len(staged) > (1 if self._latency_counts else STAGED_BATCHES):
                 yield self._complete(staged.popleft())
             if not self.stages.working(ticket):  # no stage works elsewhere: done already
                 while staged:
