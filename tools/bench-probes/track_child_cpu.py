@@ -62,14 +62,18 @@ for rep, (nice, track) in enumerate([(0, False), (0, True), (0, False), (0, True
     dec0 = sum(cpu_s(p) for p in decoder_pids())
     t0 = time.perf_counter()
     keep = not rows and track
+    n, last, t_last = 0, c0, t0
     for r in run:
+        n += 1
+        if child and n % 1000 == 0:  # the helper is gone once the run ends: sample it meanwhile
+            last, t_last = cpu_s(child.pid), time.perf_counter()
         if keep and len(rows) < 4000:
             d = r.detections
             rows.append(np.concatenate([d.boxes.numpy(), d.scores.numpy()[:, None],
                                         d.class_ids.numpy()[:, None].astype(np.float32)], 1))
     wall = time.perf_counter() - t0
     s = run.summary()
-    busy = (cpu_s(child.pid) - c0) / wall if child else 0.0
+    busy = (last - c0) / (t_last - t0) if child and t_last > t0 else 0.0
     dec = (sum(cpu_s(p) for p in decoder_pids()) - dec0) / wall
     print(f"round {rep} nice {nice:2d} {'tracked  ' if track else 'untracked'} fps {s.fps:5.0f} wall {wall:5.2f} s "
           f"helper busy {busy:4.0%} decoder processes {dec:4.0%} of a core, load {os.getloadavg()[0]:.1f}",
