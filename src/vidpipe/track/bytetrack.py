@@ -200,7 +200,8 @@ class ByteTrack:
             if cfg.per_class:
                 other = tr.cls[:, None] != cls[None, :]
                 plain[other] = np.inf  # never paired
-                fused[other] = np.inf
+                if fused is not plain:
+                    fused[other] = np.inf
 
         # 1. confirmed and lost tracks <- high detections (IoU x score, + appearance)
         pool = _nz(tr.state != TENTATIVE)
@@ -211,10 +212,7 @@ class ByteTrack:
                 gated = cost < cfg.match_thresh
                 cost = np.where(gated, (1 - cfg.appearance_weight) * cost + cfg.appearance_weight * cos, np.inf)
             r, c = match(cost, cfg.match_thresh)
-            pairs_t.append(pool[r])
-            pairs_d.append(high[c])
-            matched_t[pool[r]] = True
-            det_used[high[c]] = True
+            self._pair(pool[r], high[c], pairs_t, pairs_d, matched_t, det_used)
 
         # 2. confirmed tracks still unmatched <- low detections (IoU only). The paper takes only
         # the tracks followed until the previous frame; taking the lost ones too lets a track
@@ -224,10 +222,7 @@ class ByteTrack:
         if rest.size and low.size:
             cost = plain[rest][:, low]
             r, c = match(cost, cfg.low_match_thresh)
-            pairs_t.append(rest[r])
-            pairs_d.append(low[c])
-            matched_t[rest[r]] = True
-            det_used[low[c]] = True
+            self._pair(rest[r], low[c], pairs_t, pairs_d, matched_t, det_used)
 
         # 3. unconfirmed tracks <- high detections left
         tent = _nz(tr.state == TENTATIVE)
@@ -235,10 +230,7 @@ class ByteTrack:
         if tent.size and high_left.size:
             cost = fused[tent][:, high_left]
             r, c = match(cost, cfg.tentative_match_thresh)
-            pairs_t.append(tent[r])
-            pairs_d.append(high_left[c])
-            matched_t[tent[r]] = True
-            det_used[high_left[c]] = True
+            self._pair(tent[r], high_left[c], pairs_t, pairs_d, matched_t, det_used)
 
         if pairs_t:
             ti = np.concatenate(pairs_t)
@@ -259,6 +251,15 @@ class ByteTrack:
         if born.size:
             self._birth(born, boxes, cls, emb, t, confirm=first_frame or cfg.min_hits <= 1, out=out)
         return out
+
+    @staticmethod
+    def _pair(ti, di, pairs_t, pairs_d, matched_t, det_used) -> None:
+        """Note the pairs (tracks ``ti``, detections ``di``) one association stage made."""
+        if ti.shape[0]:
+            pairs_t.append(ti)
+            pairs_d.append(di)
+            matched_t[ti] = True
+            det_used[di] = True
 
     def _apply_matches(self, ti, di, boxes, cls, emb, t, out) -> None:
         tr = self._tracks
