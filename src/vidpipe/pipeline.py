@@ -419,7 +419,9 @@ class DetectionRun:
         while staged and not self._closed:
             yield self._complete(staged.popleft())
 
-    def _finish(self, job: "_InFlight", staged: "collections.deque[Ticket]", torch: Any) -> Generator[list[FrameResult], None, None]:
+    def _finish(
+        self, job: "_InFlight", staged: "collections.deque[Ticket]", torch: Any
+    ) -> Generator[list[FrameResult], None, None]:
         """Post-process ``job`` and hand it to the stages; yield what is done, in order. Batches
         left working in a stage elsewhere stay in ``staged`` (at most :data:`STAGED_BATCHES`, one
         where latency counts)."""

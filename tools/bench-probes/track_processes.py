@@ -26,8 +26,8 @@ for tile in tiles:
         for name, procs in decoders.items():
             for track in (False, True):
                 mode = f"{name}{'+track' if track else ''}"
-                run = vidpipe.detect(str(clip), device=os.environ.get("DEVICE", "cuda"), results_on_host=True, track=track or None,
-                                     decoder_processes=procs)
+                run = vidpipe.detect(str(clip), device=os.environ.get("DEVICE", "cuda"), results_on_host=True,
+                                     track=track or None, decoder_processes=procs)
                 dets = sum(len(r.detections) for r in run)
                 s, st = run.summary(), run.get_stats()
                 ms = {k: round(v, 3) for k, v in (st.get("stages_ms_per_frame") or {}).items()}

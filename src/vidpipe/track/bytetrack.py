@@ -64,8 +64,9 @@ class _Tracks:
         if self.emb is not None and other.emb is not None and self.emb.shape[1] == other.emb.shape[1]:
             emb = np.concatenate([self.emb, other.emb])
         return _Tracks(
-            np.concatenate([self.kf, other.kf]), np.concatenate([self.state, other.state]), np.concatenate([self.ids, other.ids]),
-            np.concatenate([self.hits, other.hits]), np.concatenate([self.last_t, other.last_t]),
+            np.concatenate([self.kf, other.kf]), np.concatenate([self.state, other.state]),
+            np.concatenate([self.ids, other.ids]), np.concatenate([self.hits, other.hits]),
+            np.concatenate([self.last_t, other.last_t]),
             np.concatenate([self.cls, other.cls]), emb,
         )  # fmt: skip
 

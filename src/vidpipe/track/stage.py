@@ -33,7 +33,7 @@ Kalman state was packed into one array and the usual association took a shortcut
 day). A frame costs ~0.12 ms plus ~2.5 us per detection: numpy's per-call cost more than
 arithmetic, so a faster core scales it directly, and a slower one is what limits tracking on a
 GPU host whose decoders deliver 4,000 frames/s: the helper process is one core (an H200 host's
-core ran the real crowded clip at 3,400 frames/s before these changes,
+core ran the real crowded clip at 3,400 frames/s before these changes, 3,900 after,
 ``docs/bench/h200/track-processes``).
 """
 
