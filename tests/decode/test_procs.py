@@ -193,6 +193,68 @@ def test_files_decoding_at_once_share_the_processes(make_clip):
     assert same(frames(alone), reference(a.path)) and alone.stats()["processes"] == 2
 
 
+def test_a_file_still_decoding_takes_the_processes_a_finished_one_gave_back(make_clip, caplog, monkeypatch):
+    """Two files start side by side, one child each; the short one ends, and once its child has
+    been free for ``GROW_IDLE_S`` the long one takes it too: the rest of its segments are shared
+    by both, its frames are still exactly one PyAV decoder's."""
+    import logging
+    import time
+
+    from vidpipe.decode import procrun
+
+    monkeypatch.setattr(procrun, "GROW_IDLE_S", 0.2)  # (0.5 s by default: a loaded CI machine is slow)
+    long = make_clip(".mp4", frames=240, gop=10, width=160, height=96)
+    short = make_clip(".mp4", frames=40, gop=10, width=160, height=96)
+    two = DecodeOptions(files_at_once=2)
+    decs = [in_processes(long.path, options=two, buffer_bytes=1), in_processes(short.path, options=two, buffer_bytes=1)]
+    pool = get_pool(torch.device("cpu"), 2, start=True)
+    lent = []
+
+    def pace(k, n):  # the long file's consumer is slow: its decode outlives the short one by far
+        if k == 0:
+            lent.append(pool.lent)
+            time.sleep(0.04)
+
+    with caplog.at_level(logging.INFO, logger="vidpipe.decode.procrun"):
+        got = _side_by_side(decs, each_batch=pace)
+    assert same(got[0], reference(long.path)) and same(got[1], reference(short.path))
+    assert decs[1].stats()["processes"] == 1
+    assert decs[0].stats()["processes"] == 2, lent  # it grew
+    assert "1 more decoder process(es) joined (2 now)" in caplog.text
+    # both lent, then the short file's child given back, then taken by the long one
+    first_two = lent.index(2)
+    given_back = lent.index(1, first_two)
+    assert 2 in lent[given_back:], lent
+    assert pool.lent == 0  # every child given back at the end
+
+
+def test_a_grown_run_stopped_early_then_decoding_again(make_clip, monkeypatch):
+    """A run that took a second child mid-way and is dropped early leaves the pool whole: the
+    next decode of the same file takes both children and gets every frame."""
+    import time
+
+    from vidpipe.decode import procrun
+
+    monkeypatch.setattr(procrun, "GROW_IDLE_S", 0.2)
+    long = make_clip(".mp4", frames=240, gop=10, width=160, height=96)
+    short = make_clip(".mp4", frames=40, gop=10, width=160, height=96)
+    two = DecodeOptions(files_at_once=2)
+    a, b = in_processes(long.path, options=two, buffer_bytes=1), in_processes(short.path, options=two, buffer_bytes=1)
+    it_a = a.batches(8)
+    next(it_a)
+    assert sum(len(x.frames) for x in b.batches(8)) == 40  # the short file, beside it, to its end
+    assert b.stats()["processes"] == 1
+    for _ in range(20):  # the long one goes on slowly: its child and the given-back one
+        next(it_a)
+        time.sleep(0.06)
+    it_a.close()
+    assert a.stats()["processes"] == 2
+    pool = get_pool(torch.device("cpu"), 2, start=True)
+    assert pool.lent == 0
+    again = in_processes(long.path)
+    assert same(frames(again), reference(long.path)) and again.stats()["processes"] == 2
+
+
 def test_a_file_that_finds_no_free_process_uses_threads(make_clip):
     """The default (one file at a time): the first decode takes every child, a second one
     running meanwhile decodes with threads here; both complete."""

@@ -487,6 +487,10 @@ class SegmentParallelDecoder(Decoder):
         """The pass runs ``sessions`` decoding sessions (threads, or spread over processes)."""
         self.workers_used = sessions
 
+    def note_processes(self, n: int) -> None:
+        """The pass now runs in ``n`` decoder processes (more joined it: the most is kept)."""
+        self.processes_used = max(self.processes_used, n)
+
     def note_process_lost(self) -> None:
         """A decoder process died during the pass (its segments are redone)."""
         with self._lock:

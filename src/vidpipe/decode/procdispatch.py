@@ -35,6 +35,17 @@ class Dispatch:
         self.ended: set[int] = set()  # children sent the end of the list
         self.lock = threading.Lock()
 
+    def add_child(self) -> int:
+        """A child joined the lease (:meth:`~vidpipe.decode.proclease.Lease.grow`); returns its position."""
+        with self.lock:
+            self.inflight.append(set())
+            return len(self.inflight) - 1
+
+    def left(self) -> int:
+        """Segments not given to any child yet."""
+        with self.lock:
+            return len(self.plan.segments) - self.next + len(self.again)
+
     def give(self, child: int) -> None:
         """Send child ``child`` the next segment (one to decode again first); the end of the
         list to every child once all are done."""

@@ -33,6 +33,17 @@ class Lease:
         self.conns: list[Any] = [pool.conns[i] for i in children]
         self._released = False
 
+    def grow(self, *, most: int, idle_s: float) -> list[int]:
+        """Take up to ``most`` more of the pool's children, free for ``idle_s`` seconds or more;
+        returns their positions in this lease (``[]``: none). They are given back with the rest."""
+        if self._released:
+            return []
+        more = self.pool.lend_idle(most=most, idle_s=idle_s)
+        first = len(self.children)
+        self.children = (*self.children, *more)
+        self.conns.extend(self.pool.conns[i] for i in more)
+        return list(range(first, len(self.children)))
+
     def __repr__(self) -> str:
         return f"Lease(children={self.children}, device={self.pool.device!r})"
 

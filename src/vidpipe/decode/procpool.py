@@ -109,6 +109,7 @@ class DecoderProcessPool:
         self._send_locks: list[threading.Lock] = []
         self._lease_lock = threading.Lock()  # _busy, _rings, _ring_ids, retired
         self._busy: set[int] = set()  # children lent to a decode
+        self._free_since: dict[int, float] = {}  # child -> when it was last given back (monotonic)
         self._rings: dict[tuple, Ring] = {}  # (children, layout) -> ring
         self._ring_ids = 0
         self._warm: set[tuple] = set()  # (child, session key, sessions)
@@ -263,8 +264,24 @@ class DecoderProcessPool:
 
     def give_back(self, children: tuple[int, ...]) -> None:
         """The end of a :class:`~vidpipe.decode.proclease.Lease`: its children are free again."""
+        now = time.monotonic()
         with self._lease_lock:
             self._busy.difference_update(children)
+            self._free_since.update((i, now) for i in children)
+
+    def lend_idle(self, *, most: int, idle_s: float) -> tuple[int, ...]:
+        """Up to ``most`` children that have been free for ``idle_s`` seconds or more, lent at once
+        (:meth:`~vidpipe.decode.proclease.Lease.grow`: a decode still running takes what a file
+        that ended gave back, once no new file has taken it meanwhile)."""
+        now = time.monotonic()
+        with self._lease_lock:
+            if self.retired or self.closing or most < 1:
+                return ()
+            idle = [i for i, up in enumerate(self.alive)
+                    if up and i not in self._busy and now - self._free_since.get(i, 0.0) >= idle_s]  # fmt: skip
+            take = tuple(idle[:most])
+            self._busy.update(take)
+        return take
 
     def retire(self) -> bool:
         """Stop lending (the pool is about to be replaced) if no child is lent now; ``False``:
@@ -295,6 +312,15 @@ class DecoderProcessPool:
         with self._lease_lock:
             self._rings[key] = ring
         return ring
+
+    def ring_joined(self, ring: Ring, children: tuple[int, ...]) -> None:
+        """``ring`` is now shared with ``children`` too (a lease that grew): a later ring for any
+        of them replaces it, as for the children it was made for."""
+        with self._lease_lock:
+            for key, value in list(self._rings.items()):
+                if value is ring:
+                    del self._rings[key]
+                    self._rings[(tuple(sorted(set(key[0]) | set(children))), *key[1:])] = ring
 
     def warm(self, info: "StreamInfo", sessions: int, *, children: "tuple[int, ...] | None" = None) -> None:
         """Create ``sessions`` pooled NVDEC sessions for this kind of stream in each of

@@ -126,13 +126,33 @@ class Ring:
         self.device = device
         self._said_uncountable = False
         self.tensors, offsets, fd = self._alloc(slots)
+        # CPU: the shared-memory files stay open while the ring lives, for a child that joins
+        # later (share_with): the first file (every slot at first), and each renewed slot's own
+        self._fd: int | None = fd
+        self._slot_fds: dict[int, int] = {}
         try:
             self._base = [_use_count(t) for t in self.tensors]  # the ring's own references to each slot
-            handles = [share_slot(t, o) for t, o in zip(self.tensors, offsets)]
-            lease.broadcast(("ring", ident, handles), () if fd is None else (fd,))
-        finally:
+            self._handles = [share_slot(t, o) for t, o in zip(self.tensors, offsets)]
+            lease.broadcast(("ring", ident, self._handles), () if fd is None else (fd,))
+        except BaseException:
+            self._close_fds()
+            raise
+
+    def share_with(self, i: int) -> None:
+        """Map the ring in the lease's child ``i`` (one that joined the lease after the ring was
+        made: :meth:`~vidpipe.decode.proclease.Lease.grow`), every slot as it is now."""
+        if self.device.type == "cuda":
+            self.lease.send(i, ("ring", self.id, [share_slot(t) for t in self.tensors]))
+            return
+        self.lease.send(i, ("ring", self.id, self._handles), (self._fd,) if self._fd is not None else ())
+        for k, fd in self._slot_fds.items():
+            self.lease.send(i, ("slot", self.id, k, share_slot(self.tensors[k])), (fd,))
+
+    def _close_fds(self) -> None:
+        for fd in [self._fd, *self._slot_fds.values()]:
             if fd is not None:
                 os.close(fd)
+        self._fd, self._slot_fds = None, {}
 
     def _alloc(self, n: int) -> tuple[list["torch.Tensor"], list[int], int | None]:
         """``n`` new slots: CUDA memory, or CPU tensors in one new anonymous shared-memory file
@@ -179,12 +199,14 @@ class Ring:
         (t,), _, fd = self._alloc(1)
         self.tensors[i] = t  # the caller's tensor keeps its own mapping of the old buffer
         self._base[i] = _use_count(t)
-        try:
-            self.lease.broadcast(("slot", self.id, i, share_slot(t)), () if fd is None else (fd,))
-        finally:
-            if fd is not None:
-                os.close(fd)
+        if fd is not None:
+            old = self._slot_fds.pop(i, None)
+            if old is not None:
+                os.close(old)
+            self._slot_fds[i] = fd  # (kept for a child that joins later)
+        self.lease.broadcast(("slot", self.id, i, share_slot(t)), () if fd is None else (fd,))
 
     def release(self) -> None:
         self.lease.broadcast(("drop", self.id))
         self.tensors = []
+        self._close_fds()

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from multiprocessing.connection import wait
@@ -54,6 +55,12 @@ logger = logging.getLogger(__name__)
 
 #: seconds to wait for the children to acknowledge a stop before giving up on the pool
 STOP_TIMEOUT = 30.0
+#: a decode takes children another file gave back once they have been free this long (seconds):
+#: a file starting meanwhile takes them first (the pipeline opens the next one at once)
+GROW_IDLE_S = 0.5
+#: ... and only with at least this many segments per child still to give out
+GROW_SEGMENTS = 4
+_LOCAL = -1  # the in-process fallback's number in messages (children are 0, 1, ...)
 _jobs = iter(range(1, 1 << 62))
 
 
@@ -119,17 +126,17 @@ def run_processes(
             reorder.put_many([(p, Written(meta(ix, sec), i, None)) for p, ix, sec in msg[2]])
         elif kind_ == "seg":
             reorder.skip(msg[3], msg[4])
-            if i < n:
+            if i != _LOCAL:
                 dispatch.done(i, msg[2])
                 dispatch.give(i)
         elif kind_ == "fail":
             state["fail"] = msg[2]
-            who = f"decoder process {i}" if i < n else "the in-process fallback"
+            who = f"decoder process {i}" if i != _LOCAL else "the in-process fallback"
             reorder.fail(DecodeError(f"{info.source}: {who} failed: {msg[2]}"))
         elif kind_ == "done":
             counters.append(msg[2])
             state["done"].add(i)
-            if i >= n:
+            if i == _LOCAL:
                 local_done.set()
 
     def lost(child: int) -> None:
@@ -159,13 +166,13 @@ def run_processes(
             # all of them (started now, it would never see those)
             return "threads in this process once every decoder process is accounted for"
         if not local:
-            local.append(_run_here(dispatch.rest(), job_of(dec.workers), ring, handle, n, state["freed"]))
+            local.append(_run_here(dispatch.rest(), job_of(dec.workers), ring, handle, _LOCAL, state["freed"]))
         return "threads in this process"
 
     def receive() -> None:
-        conns = {lease.conns[i]: i for i in live}
         try:
             while not state["abandon"]:
+                conns = {lease.conns[i]: i for i in list(live)}  # (children may join: grow)
                 waiting = [c for c, i in conns.items() if i not in state["done"] | state["dead"]]
                 if not waiting:
                     if not local or local_done.wait(0.5):
@@ -189,11 +196,41 @@ def run_processes(
             reorder.skip(0, plan.total)
             finished.set()
 
+    def grow() -> None:
+        """Take children another file gave back (free for GROW_IDLE_S) while this plan has
+        segments enough for them: each gets the ring, the job, what is freed, its segments."""
+        want = min(len(lease.pool.conns) - len(lease.children), dispatch.left() // GROW_SEGMENTS)
+        if want < 1:
+            return
+        with stopping:  # not while a dead child's segments are handed out, nor once stopping
+            if state["stop"] or local:
+                return
+            joined = lease.grow(most=want, idle_s=GROW_IDLE_S)
+            if not joined:
+                return
+            lease.pool.ring_joined(ring, lease.children)
+            for i in joined:
+                ring.share_with(i)
+                lease.send(i, ("job", job_of(per)))
+                lease.send(i, ("free", job, state["freed"]))
+                assert dispatch.add_child() == i
+                live.append(i)
+            for _ in range(per + 1):
+                for i in joined:
+                    dispatch.give(i)
+        dec.note_workers(per * len(live))
+        dec.note_processes(len(live))
+        logger.info("%s: %d more decoder process(es) joined (%d now)", info.source, len(joined), len(live))
+
     receiver = threading.Thread(target=receive, name="vidpipe-precv", daemon=True)
     receiver.start()
     freed_sent = 0
+    next_grow = time.monotonic() + GROW_IDLE_S
     try:
         while True:
+            if time.monotonic() >= next_grow:
+                next_grow = time.monotonic() + GROW_IDLE_S / 2
+                grow()
             freed = asm.freed(reorder.next_position // batch_size)
             if freed > freed_sent:
                 for i in live:
