@@ -5,7 +5,8 @@ disjoint leases (:meth:`~vidpipe.decode.procpool.DecoderProcessPool.lease`), so 
 decode in processes at the same time, each child serving one decode at a time. A lease is what a
 run (:mod:`vidpipe.decode.procrun`, its :class:`~vidpipe.decode.procdispatch.Dispatch` and its
 :class:`~vidpipe.decode.procring.Ring`) sees of the pool: its own children, numbered ``0`` to
-``k - 1``, and nothing of the others.
+``k - 1``, and nothing of the others. A lease may grow while its decode runs
+(:meth:`Lease.grow`: children another file gave back); new children get the next numbers.
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ The parent side of :mod:`vidpipe.decode.procworker`:
   caller's stream when the caller asks for the next one, and frees slots (``free``) once those
   events completed, so the children never overwrite a batch still being read.
 
+Children another file gave back join a run that still has segments enough for them (free for
+:data:`GROW_IDLE_S`, so a file starting meanwhile takes them first): each gets the ring as it is,
+the job, what the consumer has freed, and its segments.
+
 A child that dies (killed, crashed) loses nothing: once it has exited (so it writes into the
 ring no more), its segments in flight and not yet started are given to the children still
 running, each decoded again in a thread of its own there (its positions are the earliest the
