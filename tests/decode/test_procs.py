@@ -228,6 +228,25 @@ def test_a_file_still_decoding_takes_the_processes_a_finished_one_gave_back(make
     assert pool.lent == 0  # every child given back at the end
 
 
+def test_a_file_does_not_take_the_processes_no_file_has_had_yet(make_clip, monkeypatch):
+    """A child no decode has had yet is kept for the files still starting (their planning may
+    take longer than the idle time): a file told it shares the pool with another one keeps its
+    one child however long it runs alone."""
+    import time
+
+    from vidpipe.decode import procrun
+
+    monkeypatch.setattr(procrun, "GROW_IDLE_S", 0.1)
+    long = make_clip(".mp4", frames=160, gop=10, width=160, height=96)
+    dec = in_processes(long.path, options=DecodeOptions(files_at_once=2), buffer_bytes=1)
+    got = []
+    for batch in dec.batches(8):
+        got.extend((m.index, m.pts, batch.data[i].clone()) for i, m in enumerate(batch.frames))
+        time.sleep(0.05)
+    assert same(got, reference(long.path))
+    assert dec.stats()["processes"] == 1
+
+
 def test_a_grown_run_stopped_early_then_decoding_again(make_clip, monkeypatch):
     """A run that took a second child mid-way and is dropped early leaves the pool whole: the
     next decode of the same file takes both children and gets every frame."""

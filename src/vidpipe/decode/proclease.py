@@ -11,6 +11,7 @@ run (:mod:`vidpipe.decode.procrun`, its :class:`~vidpipe.decode.procdispatch.Dis
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -33,13 +34,15 @@ class Lease:
         self.children = children
         self.conns: list[Any] = [pool.conns[i] for i in children]
         self._released = False
+        self.made = time.monotonic()  # (grow takes only children given back after this)
 
     def grow(self, *, most: int, idle_s: float) -> list[int]:
-        """Take up to ``most`` more of the pool's children, free for ``idle_s`` seconds or more;
-        returns their positions in this lease (``[]``: none). They are given back with the rest."""
+        """Take up to ``most`` more of the pool's children: those another decode gave back since
+        this lease was made, free for ``idle_s`` seconds or more; returns their positions in this
+        lease (``[]``: none). They are given back with the rest."""
         if self._released:
             return []
-        more = self.pool.lend_idle(most=most, idle_s=idle_s)
+        more = self.pool.lend_idle(most=most, idle_s=idle_s, since=self.made)
         first = len(self.children)
         self.children = (*self.children, *more)
         self.conns.extend(self.pool.conns[i] for i in more)

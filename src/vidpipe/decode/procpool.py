@@ -269,16 +269,18 @@ class DecoderProcessPool:
             self._busy.difference_update(children)
             self._free_since.update((i, now) for i in children)
 
-    def lend_idle(self, *, most: int, idle_s: float) -> tuple[int, ...]:
-        """Up to ``most`` children that have been free for ``idle_s`` seconds or more, lent at once
-        (:meth:`~vidpipe.decode.proclease.Lease.grow`: a decode still running takes what a file
-        that ended gave back, once no new file has taken it meanwhile)."""
+    def lend_idle(self, *, most: int, idle_s: float, since: float) -> tuple[int, ...]:
+        """Up to ``most`` children given back at ``since`` (monotonic) or later and free for
+        ``idle_s`` seconds or more, lent at once (:meth:`~vidpipe.decode.proclease.Lease.grow`:
+        a decode still running takes what a file that ended gave back, once no new file has taken
+        it meanwhile; never children no decode has had yet, which files still starting take)."""
         now = time.monotonic()
         with self._lease_lock:
             if self.retired or self.closing or most < 1:
                 return ()
+            back = self._free_since
             idle = [i for i, up in enumerate(self.alive)
-                    if up and i not in self._busy and now - self._free_since.get(i, 0.0) >= idle_s]  # fmt: skip
+                    if up and i not in self._busy and since <= back.get(i, -1.0) <= now - idle_s]  # fmt: skip
             take = tuple(idle[:most])
             self._busy.update(take)
         return take

@@ -127,7 +127,7 @@ class Ring:
         self._said_uncountable = False
         self.tensors, offsets, fd = self._alloc(slots)
         # CPU: the shared-memory files stay open while the ring lives, for a child that joins
-        # later (share_with): the first file (every slot at first), and each renewed slot's own
+        # later (join): the first file (every slot at first), and each renewed slot's own
         self._fd: int | None = fd
         self._slot_fds: dict[int, int] = {}
         try:
@@ -138,15 +138,18 @@ class Ring:
             self._close_fds()
             raise
 
-    def share_with(self, i: int) -> None:
-        """Map the ring in the lease's child ``i`` (one that joined the lease after the ring was
-        made: :meth:`~vidpipe.decode.proclease.Lease.grow`), every slot as it is now."""
-        if self.device.type == "cuda":
-            self.lease.send(i, ("ring", self.id, [share_slot(t) for t in self.tensors]))
-            return
-        self.lease.send(i, ("ring", self.id, self._handles), (self._fd,) if self._fd is not None else ())
-        for k, fd in self._slot_fds.items():
-            self.lease.send(i, ("slot", self.id, k, share_slot(self.tensors[k])), (fd,))
+    def join(self, lease: "Lease", positions: list[int]) -> None:
+        """Map the ring, every slot as it is now, in ``lease``'s children at ``positions`` (they
+        joined it after the ring was made: :meth:`~vidpipe.decode.proclease.Lease.grow`); the
+        ring's later messages (renewed slots, its end) go to all of ``lease``'s children."""
+        self.lease = lease  # (a ring kept across decodes may have been made by an earlier lease)
+        for i in positions:
+            if self.device.type == "cuda":
+                lease.send(i, ("ring", self.id, [share_slot(t) for t in self.tensors]))
+                continue
+            lease.send(i, ("ring", self.id, self._handles), (self._fd,) if self._fd is not None else ())
+            for k, fd in self._slot_fds.items():
+                lease.send(i, ("slot", self.id, k, share_slot(self.tensors[k])), (fd,))
 
     def _close_fds(self) -> None:
         for fd in [self._fd, *self._slot_fds.values()]:

@@ -182,7 +182,7 @@ def run_processes(
                     if not local or local_done.wait(0.5):
                         break
                     continue
-                for conn in wait(waiting, timeout=1.0):
+                for conn in wait(waiting, timeout=0.25):  # (a child that joined is waited for from the next)
                     i = conns[conn]
                     try:
                         msg = conn.recv()
@@ -213,11 +213,11 @@ def run_processes(
             if not joined:
                 return
             lease.pool.ring_joined(ring, lease.children)
+            ring.join(lease, joined)
             for i in joined:
-                ring.share_with(i)
                 lease.send(i, ("job", job_of(per)))
                 lease.send(i, ("free", job, state["freed"]))
-                assert dispatch.add_child() == i
+                dispatch.add_child()  # (its position: i, the lease's next)
                 live.append(i)
             for _ in range(per + 1):
                 for i in joined:
