@@ -35,11 +35,11 @@ class Dispatch:
         self.ended: set[int] = set()  # children sent the end of the list
         self.lock = threading.Lock()
 
-    def add_child(self) -> int:
-        """A child joined the lease (:meth:`~vidpipe.decode.proclease.Lease.grow`); returns its position."""
+    def add_child(self) -> None:
+        """A child joined the lease (:meth:`~vidpipe.decode.proclease.Lease.grow`): the lease's
+        next position."""
         with self.lock:
             self.inflight.append(set())
-            return len(self.inflight) - 1
 
     def left(self) -> int:
         """Segments not given to any child yet."""

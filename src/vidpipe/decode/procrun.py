@@ -217,7 +217,7 @@ def run_processes(
             for i in joined:
                 lease.send(i, ("job", job_of(per)))
                 lease.send(i, ("free", job, state["freed"]))
-                dispatch.add_child()  # (its position: i, the lease's next)
+                dispatch.add_child()
                 live.append(i)
             for _ in range(per + 1):
                 for i in joined:
