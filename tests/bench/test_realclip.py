@@ -63,3 +63,22 @@ def test_tiles_too_small_are_refused(tmp_path):
     with pytest.raises(ValueError, match="too small"):
         build_real_clip(tmp_path, width=64, height=64, frames=10, tiles=8)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("frames", [0, -5, 2.5])
+def test_bad_frame_counts_are_refused(tmp_path, frames):
+    with pytest.raises(ValueError, match="frames"):
+        build_real_clip(tmp_path, width=320, height=176, frames=frames)
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("kind", ["e2e", "decode"])
+@pytest.mark.parametrize("frames", ["0", "-5"])
+def test_cli_frames_must_be_positive(kind, frames):
+    """``--frames 0`` silently meant the preset's count and ``-5`` built a one-frame clip."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "vidpipe", "bench", kind, "--generate", "street-1080p", "--frames", frames],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert p.returncode == 2 and "--frames" in p.stderr, p.stderr

@@ -56,6 +56,8 @@ def build_real_clip(
 
     if not isinstance(tiles, int) or isinstance(tiles, bool) or not 1 <= tiles <= 8:
         raise ValueError(f"tiles must be an int in 1..8, got {tiles!r}")
+    if not isinstance(frames, int) or isinstance(frames, bool) or frames < 1:
+        raise ValueError(f"frames must be a positive int, got {frames!r}")
     if width // tiles < 16 or height // tiles < 16:
         raise ValueError(f"{width}x{height} is too small for {tiles} x {tiles} tiles")
     src = Path(source) if source is not None else bundled_street_clip()

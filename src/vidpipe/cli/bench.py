@@ -43,7 +43,7 @@ def add_parser(sub, common) -> None:
     d = kinds.add_parser("decode", parents=[common], help="video decode: PyAV, OpenCV, NVDEC, segment-parallel NVDEC, DALI")
     d.add_argument("inputs", nargs="*", metavar="INPUT")
     d.add_argument("--generate", default=None, help="generate clips instead: e.g. 1080p-h264,1080p-hevc,2160p-hevc")
-    d.add_argument("--frames", type=int, default=None, help="frames per generated clip")
+    d.add_argument("--frames", type=_positive_int, default=None, help="frames per generated clip")
     d.add_argument("--device", default="auto")
     d.add_argument("--out", default="bench-out", help="folder for the report (default: %(default)s)")
     d.add_argument("--cache-dir", metavar="DIR", default=None, help=CACHE_HELP)
@@ -54,7 +54,7 @@ def add_parser(sub, common) -> None:
     e.add_argument("--generate", default=None,
                    help="generate a clip instead: e.g. 1080p-h264 (no objects), street-1080p (real footage, "
                         "looped), street-crowd-1080p (the same in 2 x 2 tiles: about 3x the objects)")
-    e.add_argument("--frames", type=int, default=None, help="frames of the generated clip")
+    e.add_argument("--frames", type=_positive_int, default=None, help="frames of the generated clip")
     e.add_argument("--device", default="auto")
     e.add_argument("--model", default="yolov3-tiny")
     e.add_argument("--batch-size", type=int, default=32)
