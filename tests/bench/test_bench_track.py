@@ -28,3 +28,13 @@ def test_bench_track_cli_writes_table_and_json(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "track", "--scenes", "nope"],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert bad.returncode == 2 and "unknown --scenes nope" in bad.stderr
+
+
+def test_rate_rows_name_the_engine_and_the_table_shows_both():
+    from vidpipe.bench.track import TrackBench, measure_rate
+
+    rows = [measure_rate(4, frames=60, repeats=1, engine=e) for e in ("compiled", "numpy")]
+    assert [r["engine"] for r in rows] == ["compiled", "numpy"]
+    assert all(r["fps"] > 0 and r["objects"] == 4 and r["detections_per_frame"] > 2 for r in rows)
+    table = TrackBench(rate=rows).table()
+    assert "compiled" in table and "numpy" in table and table.count("detections/frame") == 1

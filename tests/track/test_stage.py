@@ -33,14 +33,20 @@ def _walk(sid, frames, *, start=0, connection=0, x0=10.0, device="cpu"):
     ]  # fmt: skip
 
 
-@pytest.fixture(params=["inline", "process"])
+@pytest.fixture(params=["inline", "process", "inline-numpy"])
 def worker(request):
-    """Every stage test runs with the trackers inline and in the helper process: same answers."""
+    """Every stage test runs with the compiled trackers inline and in the helper process, and with
+    the numpy trackers inline: same answers."""
     return request.param
 
 
+def _stage(worker, **options):
+    mode, _, engine = worker.partition("-")
+    return TrackerStage(worker=mode, engine=engine or "compiled", **options)
+
+
 def test_is_a_stage_and_sets_track_ids(worker):
-    stage = TrackerStage(worker=worker)
+    stage = _stage(worker)
     assert isinstance(stage, Stage) and stage.name == "track" and not stage.needs_frames
     out = stage.process(_walk(0, 10))
     assert len(out) == 10
@@ -49,13 +55,14 @@ def test_is_a_stage_and_sets_track_ids(worker):
         assert t is not None and t.dtype == torch.int64 and t.shape == (2,) and t.device.type == "cpu"
     ids = torch.stack([r.detections.track_ids for r in out])
     assert (ids == ids[0]).all() and ids[0].tolist() == [1, 2]  # first frame confirmed, ids kept
-    assert stage.report() == {"tracks": 2, "worker": worker,
+    mode, _, engine = worker.partition("-")
+    assert stage.report() == {"tracks": 2, "worker": mode, "engine": engine or "compiled",
                               "streams": {"0": {"tracks": 2, "active": 2, "frames": 10, "resets": 0}}}  # fmt: skip
     stage.close()
 
 
 def test_unconfirmed_detections_get_minus_one(worker):
-    stage = TrackerStage(worker=worker)
+    stage = _stage(worker)
     first = stage.process([_result(0, 0, [[0, 0, 10, 10]])])
     assert first[0].detections.track_ids.tolist() == [1]
     # a new object appears at frame 1: -1 on its first frame, an id from its second
@@ -68,7 +75,7 @@ def test_unconfirmed_detections_get_minus_one(worker):
 
 
 def test_streams_are_independent_and_reset_on_reconnect(worker):
-    stage = TrackerStage(worker=worker)
+    stage = _stage(worker)
     runner = StageRunner([stage])
     a, b = _walk(0, 6), _walk(1, 6, x0=200.0)
     out = runner([r for pair in zip(a, b) for r in pair])  # interleaved streams in one batch
@@ -97,7 +104,7 @@ def test_live_frames_age_tracks_by_capture_time(worker):
     """A live stream drops frames: capture times 0.9 s apart keep the track (buffer 1 s) even though
     frame indices and pts say otherwise; 1.2 s apart end it."""
     for gap, same in ((0.9, True), (1.2, False)):
-        stage = TrackerStage(worker=worker)
+        stage = _stage(worker)
         box = [[100, 100, 140, 200]]
         first = stage.process([_result(0, i, box, pts=None, mono=50.0 + i / 30) for i in range(3)])
         later = stage.process([_result(0, 3 + i, box, pts=None, mono=50.0 + 2 / 30 + gap + i / 30) for i in range(2)])
@@ -107,7 +114,7 @@ def test_live_frames_age_tracks_by_capture_time(worker):
 
 
 def test_streams_option_leaves_other_streams_untracked(worker):
-    stage = TrackerStage(worker=worker, streams={1})
+    stage = _stage(worker, streams={1})
     out = StageRunner([stage])(_walk(0, 2) + _walk(1, 2))
     assert [r.detections.track_ids is None for r in out] == [True, True, False, False]
 
@@ -119,7 +126,7 @@ def test_embeddings_are_used_when_present(worker):
     d1, d2 = [5.0, 0.0, 15.0, 20.0], [1.0, 0.0, 11.0, 20.0]
     emb = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     for use, want in ((True, "follow embeddings"), (False, "follow IoU")):
-        stage = TrackerStage(worker=worker)
+        stage = _stage(worker)
         r0 = _result(0, 0, [a, b], pts=0.0, emb=emb if use else None)
         r1 = _result(0, 1, [d1, d2], pts=1 / 30, emb=emb if use else None)
         out = stage.process([r0, r1])
@@ -128,7 +135,7 @@ def test_embeddings_are_used_when_present(worker):
 
 
 def test_empty_frames_and_empty_batches(worker):
-    stage = TrackerStage(worker=worker)
+    stage = _stage(worker)
     assert stage.process([]) == []
     out = stage.process([_result(0, 0, np.zeros((0, 4))), _result(0, 1, [[0, 0, 10, 10]])])
     assert out[0].detections.track_ids.shape == (0,)

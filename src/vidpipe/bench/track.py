@@ -1,7 +1,7 @@
 """``vidpipe bench track``: tracker quality on generated scenes with ground truth (MOTA, IDF1, ID
 switches, with motmetrics) for vidpipe's ByteTrack and the ``trackers`` package's
 ``ByteTrackTracker`` (its defaults, and settings matched to ours) on the same detections; the
-tracker stage's rate at ~20 and ~100 detections per frame; and track counts on a real clip (no
+tracker stage's rate at ~4, ~20 and ~100 detections per frame, compiled and numpy; and track counts on a real clip (no
 ground truth there: tracks, their lengths and short fragments, for both trackers on the same
 detections).
 
@@ -32,7 +32,7 @@ _KEYS = ("mota", "idf1", "num_switches", "num_fragmentations", "num_false_positi
 @dataclass
 class TrackBench:
     """Results: ``scenes`` rows ``{scene, tracker, seeds, mota, idf1, ...,  fps}``; ``rate`` rows
-    ``{detections_per_frame, fps}``; ``clip``: per tracker track statistics (or empty)."""
+    ``{objects, detections_per_frame, fps, device, engine}``; ``clip``: per tracker track statistics (or empty)."""
 
     scenes: list[dict[str, Any]] = field(default_factory=list)
     rate: list[dict[str, Any]] = field(default_factory=list)
@@ -50,8 +50,11 @@ class TrackBench:
                 f"{r['num_fragmentations']:5.1f} {r['num_false_positives']:6.1f} {r['num_misses']:6.1f} {r['fps']:8,.0f}"
             )
         if self.rate:
-            lines += ["", "TrackerStage.process rate (this CPU, 32-frame batches):"]
-            lines += [f"  {r['detections_per_frame']:6.1f} detections/frame: {r['fps']:8,.0f} frames/s" for r in self.rate]
+            lines += ["", "TrackerStage.process rate (this CPU, 32-frame batches, inline), frames/s:"]
+            for k in dict.fromkeys(r["objects"] for r in self.rate):
+                rows = [r for r in self.rate if r["objects"] == k]
+                lines.append(f"  {rows[0]['detections_per_frame']:6.1f} detections/frame: "
+                             + ", ".join(f"{r['engine']} {r['fps']:10,.0f}" for r in rows))  # fmt: skip
         if self.clip:
             lines += ["", f"real clip {self.clip['clip']} ({self.clip['frames']} frames, {self.clip['detections']} "
                       "detections; no ground truth):"]  # fmt: skip
@@ -100,7 +103,10 @@ def run_track_bench(
                 row["fps"] = sum(f for _, f, _ in rs) / max(sum(s for _, _, s in rs), 1e-9)
                 out.scenes.append(row)
     if rate:
-        out.rate = [measure_rate(k, device=device) for k in (20, 100)]
+        from vidpipe.track.compiled import available
+
+        engines = ("compiled", "numpy") if available() else ("numpy",)
+        out.rate = [measure_rate(k, device=device, engine=e) for k in (4, 20, 100) for e in engines]
     if clip is not None:
         out.clip = clip_tracks(clip, device=device, with_trackers=have_trackers)
     return out
@@ -116,9 +122,11 @@ def _have_trackers(out: TrackBench) -> bool:
     return True
 
 
-def measure_rate(objects: int, *, frames: int = 600, device: str = "cpu", repeats: int = 3) -> dict[str, Any]:
-    """Frames/s of ``TrackerStage.process`` on a generated scene of ``objects`` objects (about that
-    many detections per frame), best of ``repeats``."""
+def measure_rate(
+    objects: int, *, frames: int = 600, device: str = "cpu", repeats: int = 3, engine: str = "auto"
+) -> dict[str, Any]:
+    """Frames/s of ``TrackerStage.process`` (the tracker ``engine``) on a generated scene of
+    ``objects`` objects (about that many detections per frame), best of ``repeats``."""
     from vidpipe.bench.track_scenes import SceneSpec, make_scene
     from vidpipe.bench.track_score import _results, run_vidpipe
 
@@ -127,10 +135,10 @@ def measure_rate(objects: int, *, frames: int = 600, device: str = "cpu", repeat
     results = _results(scene, device)
     best = 0.0
     for _ in range(repeats):
-        _, sec = run_vidpipe(scene, results=results)
+        _, sec = run_vidpipe(scene, results=results, engine=engine)
         best = max(best, len(results) / sec)
     return {"objects": objects, "detections_per_frame": scene.detections / len(scene.frames), "fps": best,
-            "device": device}  # fmt: skip
+            "device": device, "engine": engine}  # fmt: skip
 
 
 def clip_tracks(path: str, *, device: str = "cpu", with_trackers: bool = True) -> dict[str, Any]:

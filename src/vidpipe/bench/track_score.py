@@ -78,13 +78,15 @@ def _results(scene: "Scene", device: str = "cpu") -> list:
 
 def run_vidpipe(
     scene: "Scene", config: "TrackConfig | None" = None, *, batch: int = 32, device: str = "cpu",
-    results: Sequence | None = None,
+    results: Sequence | None = None, engine: str = "auto",
 ) -> tuple[Hypothesis, float]:
-    """vidpipe's tracker over ``scene`` in batches of ``batch`` frames -> ``(hypothesis, seconds)``
-    (the seconds are the stage's ``process`` calls only)."""
+    """vidpipe's tracker (``engine``: see :class:`~vidpipe.track.TrackerStage`) over ``scene`` in
+    batches of ``batch`` frames -> ``(hypothesis, seconds)`` (the seconds are the stage's
+    ``process`` calls only, after the tracker was compiled)."""
     from vidpipe.track import TrackerStage
 
-    stage = TrackerStage(config, worker="inline")  # the tracker itself, without a helper process
+    stage = TrackerStage(config, worker="inline", engine=engine)  # the tracker itself, without a helper process
+    stage.warm_up()
     results = list(results) if results is not None else _results(scene, device)
     hyp: Hypothesis = []
     spent = 0.0

@@ -8,14 +8,17 @@ helper process starts in a fraction of a second.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 
-from vidpipe.track.bytetrack import ByteTrack
+from vidpipe.track.compiled import Engine, Tracker, new_tracker, resolve_engine
 from vidpipe.track.config import TrackConfig
 
 __all__ = ["PackedFrames", "StreamIds", "TrackBook"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -55,13 +58,27 @@ class StreamIds:
 
 
 class TrackBook:
-    """One :class:`~vidpipe.track.bytetrack.ByteTrack` per stream, made at the stream's first
-    frames (ids from ``first_id``: the caller keeps counting across resets and helper processes)."""
+    """One tracker per stream (:func:`~vidpipe.track.compiled.new_tracker`: compiled with numba
+    where it imports, else the numpy :class:`~vidpipe.track.bytetrack.ByteTrack`), made at the
+    stream's first frames (ids from ``first_id``: the caller keeps counting across resets and
+    helper processes)."""
 
-    def __init__(self, config: TrackConfig) -> None:
+    def __init__(self, config: TrackConfig, *, engine: Engine = "auto") -> None:
         self.config = config
-        self._trackers: dict[int, ByteTrack] = {}
+        self.engine = resolve_engine(engine)
+        self._trackers: dict[int, Tracker] = {}
         self._next: dict[int, int] = {}  # ids continue after a reset
+
+    def warm_up(self) -> None:
+        """Compile the tracker now (or load it from numba's cache) rather than on the first frames;
+        where that fails, track with the numpy one (logged)."""
+        if self.engine == "compiled" and not self._trackers:
+            try:
+                new_tracker(self.config, engine="compiled").warm_up()
+            except Exception as exc:  # noqa: BLE001 - numba broken here: the numpy tracker does the same job
+                logger.warning("the compiled tracker failed to build (%s: %s); tracking with the numpy one",
+                               type(exc).__name__, exc)  # fmt: skip
+                self.engine = "numpy"
 
     def track(self, frames: PackedFrames, *, first_id: int) -> StreamIds:
         """Track ``frames`` (after the stream's earlier frames). ``first_id``: where a stream this
@@ -69,20 +86,12 @@ class TrackBook:
         tracker = self._trackers.get(frames.stream_id)
         if tracker is None:
             first = self._next.get(frames.stream_id, first_id)
-            tracker = self._trackers[frames.stream_id] = ByteTrack(self.config, first_id=first)
-        emb = frames.embeddings
-        rows = frames.rows.astype(np.float64)  # once per batch, not per frame (what the tracker computes in)
-        boxes, scores, classes = rows[:, :4], rows[:, 4], rows[:, 5].astype(np.int64)
-        ids = np.empty(rows.shape[0], dtype=np.int64)
+            tracker = self._trackers[frames.stream_id] = new_tracker(self.config, first_id=first, engine=self.engine)
+        rows = frames.rows.astype(np.float64)  # once per batch (what the trackers compute in)
         before = tracker.started
-        start = 0
-        for t, c in zip(frames.times.tolist(), frames.counts.tolist()):
-            end = start + c
-            ids[start:end] = tracker.update(
-                boxes[start:end], scores[start:end], classes[start:end], t=t,
-                embeddings=None if emb is None or not c else emb[start:end],
-            )  # fmt: skip
-            start = end
+        ids = tracker.update_frames(
+            frames.times, frames.counts, rows[:, :4], rows[:, 4], rows[:, 5].astype(np.int64), frames.embeddings
+        )
         return StreamIds(ids, tracker.next_id, tracker.started - before, tracker.active())
 
     def reset(self, stream_id: int) -> None:

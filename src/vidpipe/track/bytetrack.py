@@ -253,6 +253,42 @@ class ByteTrack:
             self._birth(born, boxes, cls, emb, t, confirm=first_frame or cfg.min_hits <= 1, out=out)
         return out
 
+    def update_frames(
+        self,
+        times: np.ndarray,
+        counts: np.ndarray,
+        boxes: np.ndarray,
+        scores: np.ndarray,
+        classes: np.ndarray,
+        embeddings: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Track consecutive frames: :meth:`update` per frame (the interface of
+        :meth:`CompiledByteTrack.update_frames <vidpipe.track.compiled.CompiledByteTrack.update_frames>`).
+
+        Args:
+            times: ``(F,)`` each frame's time in seconds; counts: ``(F,)`` detections per frame.
+            boxes: ``(N, 4)`` xyxy, ``N = counts.sum()``, in frame order; scores: ``(N,)``;
+                classes: ``(N,)`` integers; embeddings: ``(N, D)`` or ``None``.
+
+        Returns:
+            ``(N,)`` int64 track ids, ``-1`` where not in a confirmed track.
+        """
+        boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)  # once per batch, not per frame
+        scores = np.asarray(scores, dtype=np.float64)
+        classes = np.asarray(classes, dtype=np.int64)
+        ids = np.empty(boxes.shape[0], dtype=np.int64)
+        start = 0
+        for t, c in zip(np.asarray(times, dtype=np.float64).tolist(), np.asarray(counts).tolist()):
+            end = start + c
+            ids[start:end] = self.update(
+                boxes[start:end], scores[start:end], classes[start:end], t=t,
+                embeddings=None if embeddings is None or not c else embeddings[start:end],
+            )  # fmt: skip
+            start = end
+        if start != boxes.shape[0]:
+            raise ValueError(f"counts add up to {start}, but there are {boxes.shape[0]} boxes")
+        return ids
+
     @staticmethod
     def _pair(ti, di, pairs_t, pairs_d, matched_t, det_used) -> None:
         """Note the pairs (tracks ``ti``, detections ``di``) one association stage made."""

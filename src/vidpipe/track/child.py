@@ -44,10 +44,11 @@ def main() -> NoReturn:
         fd, req, rep = (int(v) for v in os.environ[MAILBOX_ENV].split(","))
         box = Mailbox(fd, request_bytes=req, reply_bytes=rep)
     try:
-        kind, config = conn.recv()
+        kind, config, engine = conn.recv()
         if kind != "config":
             raise ValueError(f"expected the tracker's config first, got {kind!r}")
-        book = TrackBook(config)
+        book = TrackBook(config, engine=engine)
+        book.warm_up()  # compiled (or loaded from numba's cache) before the first frames come
         conn.send(("hello", os.getpid()))
         done = 0  # the last request answered
         early: dict[int, tuple] = {}  # requests read from the socket before the ones in the mailbox ahead of them

@@ -33,6 +33,7 @@ from vidpipe.lifetime.keeper import Keeper, python_env
 
 if TYPE_CHECKING:
     from vidpipe.track.book import PackedFrames, StreamIds
+    from vidpipe.track.compiled import Engine
     from vidpipe.track.mailbox import Mailbox
     from vidpipe.track.config import TrackConfig
 
@@ -45,7 +46,8 @@ FD_ENV = "VIDPIPE_TRACK_FD"
 #: the environment variable with the descriptor of the shared memory (:class:`~vidpipe.track.mailbox.Mailbox`)
 MAILBOX_ENV = "VIDPIPE_TRACK_MAILBOX_FD"
 
-#: seconds the child may take to start (Python, numpy) and say hello
+#: seconds the child may take to start (Python, numpy, the compiled tracker: ~10 s the first time on
+#: a machine, then loaded from numba's cache) and say hello
 START_TIMEOUT_S = 60.0
 
 
@@ -64,7 +66,7 @@ class TrackerProcess:
         TrackerProcessError: the child could not be started.
     """
 
-    def __init__(self, config: "TrackConfig", *, mailbox: "bool | Mailbox" = True) -> None:
+    def __init__(self, config: "TrackConfig", *, mailbox: "bool | Mailbox" = True, engine: "Engine" = "auto") -> None:
         from multiprocessing.connection import Connection
 
         from vidpipe.track.mailbox import Mailbox, supported
@@ -107,7 +109,7 @@ class TrackerProcess:
         self._finalizer = weakref.finalize(self, _stop, self._conn, self._proc, self._keeper, self._box)
         self._t0 = time.perf_counter()
         try:
-            self._conn.send(("config", config))
+            self._conn.send(("config", config, engine))
         except OSError as exc:
             self.close()
             raise TrackerProcessError(f"the tracker process exited while starting (exit code {self._code()})") from exc

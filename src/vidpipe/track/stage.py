@@ -42,11 +42,13 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from vidpipe.errors import ConfigError
 from vidpipe.track.book import PackedFrames, TrackBook
+from vidpipe.track.compiled import Engine
 from vidpipe.track.config import TrackConfig
 from vidpipe.track.process import TrackerProcess, TrackerProcessError
 from vidpipe.types import replace_unchecked
@@ -84,11 +86,16 @@ class TrackerStage:
             and the tracking of batch N overlaps the detection of the next ones (the run hands
             the stage batch N+1, for files N+2 too, before it waits for N's ids, through
             :meth:`submit`); ``"inline"``:
-            on the thread that iterates the run; ``"auto"`` (default): a process on a machine
-            with CUDA (where a run delivers thousands of frames per second), inline elsewhere.
+            on the thread that iterates the run; ``"auto"`` (default): inline with the compiled
+            trackers (a frame costs them microseconds, less than the messages to a helper cost;
+            measured in ``docs/bench/h200/track-compiled``), a process with the numpy ones on a
+            machine with CUDA (where a run delivers thousands of frames per second).
             The helper process starts with the stage (before the run: its start overlaps the
             run's warm-up). One that fails to start or dies is logged once; the trackers then run
             inline (tracks start over, ids go on counting).
+        engine: the trackers' implementation (:func:`~vidpipe.track.compiled.resolve_engine`):
+            ``"auto"`` (default) compiled with numba where it imports, else numpy; ``"compiled"``;
+            ``"numpy"`` (the reference :class:`~vidpipe.track.bytetrack.ByteTrack`).
     """
 
     name = "track"
@@ -100,6 +107,7 @@ class TrackerStage:
         *,
         streams: "set[int] | None" = None,
         worker: Literal["auto", "process", "inline"] = "auto",
+        engine: "Engine" = "auto",
         **options: Any,
     ) -> None:
         if config is None:
@@ -111,7 +119,8 @@ class TrackerStage:
         self.config = config
         self.streams = streams
         self.worker = worker
-        self._book = TrackBook(config)  # the trackers when they run inline
+        self._book = TrackBook(config, engine=engine)  # the trackers when they run inline
+        self._warming: threading.Thread | None = None  # compiling them for inline use
         self._child: "TrackerProcess | None" = None
         self._mode: str | None = None  # "process" or "inline", decided when made (or "inline" after a failure)
         self._resets_due: list[int] = []  # streams the child must forget before the next request
@@ -155,6 +164,9 @@ class TrackerStage:
                 self._child.wait_started()
             except TrackerProcessError as exc:
                 self._fall_back(exc)
+        warming, self._warming = self._warming, None
+        if warming is not None:
+            warming.join()
 
     def _finish(self, pending: "PendingTracks") -> "list[Sequence[FrameResult]]":
         out: "list[StreamIds] | None" = None
@@ -179,12 +191,15 @@ class TrackerStage:
         """``"process"`` or ``"inline"``: decided once, when the stage is made."""
         if self._mode is None:
             self._mode = "inline"
-            if self.worker == "process" or (self.worker == "auto" and _has_cuda()):
+            if self.worker == "process" or (self.worker == "auto" and self._book.engine == "numpy" and _has_cuda()):
                 try:
-                    self._child = TrackerProcess(self.config)
+                    self._child = TrackerProcess(self.config, engine=self._book.engine)
                     self._mode = "process"
                 except Exception as exc:  # noqa: BLE001 - tracking goes on inline
                     logger.warning("the tracker process did not start (%s); tracking runs on the run's thread", exc)
+            if self._mode == "inline":  # compile (or load) the tracker while the run warms up
+                self._warming = threading.Thread(target=self._book.warm_up, name="vidpipe-track-compile", daemon=True)
+                self._warming.start()
         return self._mode
 
     def _fall_back(self, exc: BaseException) -> None:
@@ -205,7 +220,8 @@ class TrackerStage:
             logger.debug("tracks of stream %d reset", stream_id)
 
     def report(self) -> Mapping[str, Any]:
-        """``{"tracks": total confirmed, "worker": "process" | "inline", "streams": {"<id>":
+        """``{"tracks": total confirmed, "worker": "process" | "inline", "engine": "compiled" |
+        "numpy", "streams": {"<id>":
         {"tracks", "active", "frames", "resets"}}}``."""
         streams = {
             str(sid): {
@@ -218,7 +234,8 @@ class TrackerStage:
         }
         if not streams:
             return {}
-        return {"tracks": sum(s["tracks"] for s in streams.values()), "worker": self._mode, "streams": streams}
+        return {"tracks": sum(s["tracks"] for s in streams.values()), "worker": self._mode,
+                "engine": self._book.engine, "streams": streams}  # fmt: skip
 
     def active_tracks(self, stream_id: int) -> int:
         """Confirmed tracks followed now in ``stream_id`` (for live status tables)."""
@@ -228,7 +245,7 @@ class TrackerStage:
         child, self._child = self._child, None
         if child is not None:
             child.close()
-        self._book = TrackBook(self.config)
+        self._book = TrackBook(self.config, engine=self._book.engine)
 
 
 class PendingTracks:
