@@ -142,7 +142,7 @@ class TrackerStage:
         fps = self.config.nominal_fps
         emb = self.config.appearance_weight > 0
         packed = [
-            (i, _pack(g, fps, with_embeddings=emb))
+            (i, *_pack(g, fps, with_embeddings=emb))
             for i, g in enumerate(groups)
             if g and (self.streams is None or g[0].meta.stream_id in self.streams)
         ]
@@ -151,7 +151,7 @@ class TrackerStage:
             assert self._child is not None
             resets, self._resets_due = self._resets_due, []
             try:
-                seq = self._child.request(resets, [(p, self._next_id.get(p.stream_id, 1)) for _, p in packed])
+                seq = self._child.request(resets, [(p, self._next_id.get(p.stream_id, 1)) for _, p, _ in packed])
             except TrackerProcessError as exc:
                 self._fall_back(exc)
         return PendingTracks(self, groups, packed, seq)
@@ -176,15 +176,15 @@ class TrackerStage:
             except TrackerProcessError as exc:
                 self._fall_back(exc)
         if out is None:
-            out = [self._book.track(p, first_id=self._next_id.get(p.stream_id, 1)) for _, p in pending.packed]
+            out = [self._book.track(p, first_id=self._next_id.get(p.stream_id, 1)) for _, p, _ in pending.packed]
         groups: list[Sequence[FrameResult]] = list(pending.groups)
-        for (i, p), got in zip(pending.packed, out):
+        for (i, p, device), got in zip(pending.packed, out):
             sid = p.stream_id
             self._started[sid] = self._started.get(sid, 0) + got.started
             self._next_id[sid] = got.next_id
             self._active[sid] = got.active
             self._frames[sid] = self._frames.get(sid, 0) + len(groups[i])
-            groups[i] = _attach(groups[i], got.ids, p.counts.tolist())
+            groups[i] = _attach(groups[i], got.ids, p.counts.tolist(), device)
         return groups
 
     def _where(self) -> str:
@@ -252,7 +252,7 @@ class PendingTracks:
     """A batch being tracked (:meth:`TrackerStage.submit`)."""
 
     def __init__(self, stage: TrackerStage, groups: "Sequence[Sequence[FrameResult]]",
-                 packed: "list[tuple[int, PackedFrames]]", seq: int | None) -> None:  # fmt: skip
+                 packed: "list[tuple[int, PackedFrames, Any]]", seq: int | None) -> None:  # fmt: skip
         self.stage, self.groups, self.packed, self.seq = stage, groups, packed, seq
 
     def result(self) -> "list[Sequence[FrameResult]]":
@@ -265,58 +265,63 @@ def _has_cuda() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def _pack(results: "Sequence[FrameResult]", nominal_fps: float, *, with_embeddings: bool) -> PackedFrames:
-    """One stream's consecutive results as :class:`~vidpipe.track.book.PackedFrames` (one host copy)."""
+def _pack(results: "Sequence[FrameResult]", nominal_fps: float, *, with_embeddings: bool) -> "tuple[PackedFrames, Any]":
+    """One stream's consecutive results as :class:`~vidpipe.track.book.PackedFrames` (one host
+    copy), and the detections' device (``None``: several, or none with detections)."""
     import numpy as np
 
-    rows, counts, emb = _to_host(results, with_embeddings=with_embeddings)
+    rows, counts, emb, device = _to_host(results, with_embeddings=with_embeddings)
     times = np.array([frame_time(r.meta, nominal_fps) for r in results], dtype=np.float64)
-    return PackedFrames(results[0].meta.stream_id, times, np.asarray(counts, dtype=np.int64), rows, emb)
+    return PackedFrames(results[0].meta.stream_id, times, np.asarray(counts, dtype=np.int64), rows, emb), device
 
 
-def _to_host(results: "Sequence[FrameResult]", *, with_embeddings: bool) -> "tuple[np.ndarray, list[int], np.ndarray | None]":
+def _to_host(results: "Sequence[FrameResult]", *, with_embeddings: bool) -> "tuple[np.ndarray, list[int], np.ndarray | None, Any]":
     """The detections of ``results`` as one ``(N, 6)`` float32 host array (x1, y1, x2, y2,
-    score, class) and their ``(N, D)`` embeddings, in frame order, with one device->host copy.
+    score, class) and their ``(N, D)`` embeddings, in frame order, with one device->host copy;
+    and the device they are on (``None``: several, or no detections).
 
-    Detections already on the host are read through numpy views, without a torch call: each
-    torch call hands the GIL to the run's other threads (the decoders') and must win it back."""
+    A column is one ``torch.cat`` of the frames' tensors (a batch's frames are views of one
+    tensor): three torch calls a batch, where a numpy view per frame and column cost about four
+    times as much on the run's thread."""
     import numpy as np
     import torch
 
-    counts = [len(r.detections) for r in results]
+    counts = [r.detections.boxes.shape[0] for r in results]
     total = sum(counts)
     if total == 0:
-        return np.zeros((0, 6), np.float32), counts, None
-    dets = [r.detections for r in results if len(r.detections)]
+        return np.zeros((0, 6), np.float32), counts, None, None
+    dets = [r.detections for r, c in zip(results, counts) if c]
     embs = None
-    if with_embeddings:
-        got = [r.embeddings for r in results if len(r.detections)]
+    if with_embeddings and any(r.embeddings is not None for r in results):
+        got = [r.embeddings for r, c in zip(results, counts) if c]
         if all(e is not None and e.ndim == 2 and e.shape[0] == len(d) for e, d in zip(got, dets)):
             dims = {int(e.shape[1]) for e in got}  # type: ignore[union-attr]
             if len(dims) == 1:
                 embs = got
-    try:  # detections on the host (vidpipe detect): numpy views only
+    try:
+        boxes = torch.cat([d.boxes for d in dets]).detach()
+        dev = boxes.device
+    except RuntimeError:  # one stream's results on several devices (a caller's own)
+        boxes = torch.cat([d.boxes.detach().cpu() for d in dets])
+        dets = [d.cpu() for d in dets]
+        embs = None if embs is None else [e.cpu() for e in embs]  # type: ignore[union-attr]
+        dev = None
+    scores = torch.cat([d.scores for d in dets]).detach()
+    classes = torch.cat([d.class_ids for d in dets])
+    if boxes.device.type == "cpu" and embs is None and boxes.dtype == scores.dtype == torch.float32:
         rows = np.empty((total, 6), np.float32)
-        rows[:, :4] = np.concatenate([d.boxes.numpy() for d in dets])
-        rows[:, 4] = np.concatenate([d.scores.numpy() for d in dets])
-        rows[:, 5] = np.concatenate([d.class_ids.numpy() for d in dets])
-        emb = None if embs is None else np.concatenate([e.numpy() for e in embs]).astype(np.float32, copy=False)  # type: ignore[union-attr]
-        return rows, counts, emb
-    except (TypeError, RuntimeError):  # on a GPU, with autograd, or a dtype numpy lacks (bfloat16)
-        pass
-    dev = dets[0].device
-    cols = [
-        torch.cat([d.boxes for d in dets]).float(),
-        torch.cat([d.scores for d in dets]).float()[:, None],
-        torch.cat([d.class_ids for d in dets]).float()[:, None],  # exact below 2**24
-    ]
+        rows[:, :4] = boxes.numpy()
+        rows[:, 4] = scores.numpy()
+        rows[:, 5] = classes.numpy()
+        return rows, counts, None, dev
+    cols = [boxes.float(), scores.float()[:, None], classes.float()[:, None]]  # classes: exact below 2**24
     if embs is not None:
-        cols.append(torch.cat([e.to(dev) for e in embs]).float())  # type: ignore[union-attr]
-    packed = torch.cat([c.to(dev) for c in cols], dim=1).cpu().numpy()  # the one host copy
-    return packed[:, :6], counts, (packed[:, 6:] if embs is not None else None)
+        cols.append(torch.cat([e.to(boxes.device) for e in embs]).detach().float())  # type: ignore[union-attr]
+    packed = torch.cat(cols, dim=1).cpu().numpy()  # the one host copy
+    return packed[:, :6], counts, (packed[:, 6:] if embs is not None else None), dev
 
 
-def _attach(results: "Sequence[FrameResult]", ids: "np.ndarray", counts: list[int]) -> "list[FrameResult]":
+def _attach(results: "Sequence[FrameResult]", ids: "np.ndarray", counts: list[int], device: Any = None) -> "list[FrameResult]":
     """Each result with ``detections.track_ids`` on its detections' device: views of one host
     tensor where they are on the host, else one copy per device and one split.
 
@@ -325,7 +330,7 @@ def _attach(results: "Sequence[FrameResult]", ids: "np.ndarray", counts: list[in
     function's time on the run's thread)."""
     import torch
 
-    devices = {r.detections.device for r in results}
+    devices = {device} if device is not None else {r.detections.device for r in results}
     if len(devices) == 1:
         dev = devices.pop()
         host = torch.from_numpy(ids)
