@@ -1,7 +1,8 @@
 """:class:`TrackerStage`: ByteTrack as a pipeline stage (``vidpipe.detect(..., track=True)``,
 ``vidpipe detect --track``).
 
-One :class:`~vidpipe.track.bytetrack.ByteTrack` per stream, created on the stream's first frame
+One tracker per stream (:func:`~vidpipe.track.compiled.new_tracker`: ByteTrack, compiled or
+numpy), created on the stream's first frame
 and dropped by :meth:`TrackerStage.reset` (a live reconnect, a stream removed); ids keep counting
 up per stream across resets, so an id in a stream's table always means one track.
 
@@ -10,31 +11,24 @@ timestamp (``meta.pts``), else its index / ``nominal_fps``; the Kalman filter pr
 real interval and ``track_buffer`` is in seconds, so dropped live frames and ``frame_skip`` do
 not age tracks wrongly.
 
-Where: ``worker="auto"`` runs the trackers in a helper process on a machine with CUDA
-(:mod:`vidpipe.track.process`), inline elsewhere. The run hands the stage batches N+1 and N+2
-(N+1 only with a live stream: :data:`vidpipe.pipeline.STAGED_BATCHES`) before it takes batch N's
-ids (:meth:`TrackerStage.submit`), so the tracking of one batch overlaps the detection of the
-next ones and costs the run's thread only packing the detections and taking the ids
-back. Measured on an H200 with real 1080p street footage (``vidpipe bench e2e --generate
-street-1080p --track``): inline, tracking took 0.23 ms a frame of the run's thread and the
-tracked run went at 0.62x the untracked rate; with the helper process 0.05 ms and 0.84-0.89x;
-with its requests through shared memory (:mod:`vidpipe.track.mailbox`) 0.06-0.09 ms against
-0.08-0.10 over the socket on a slower host, 0.888x against 0.853x (medians, the rounds overlap)
-(``docs/bench/h200/track``).
+Where: ``worker="auto"`` runs the trackers on the run's thread when they are compiled
+(:mod:`vidpipe.track.compiled`: microseconds a frame), and the numpy trackers in a helper
+process on a machine with CUDA (:mod:`vidpipe.track.process`), inline elsewhere. The run hands
+the stage batches N+1 and N+2 (N+1 only with a live stream: :data:`vidpipe.pipeline.STAGED_BATCHES`)
+before it takes batch N's ids (:meth:`TrackerStage.submit`), so a helper process's tracking of
+one batch overlaps the detection of the next ones.
 
 Cost: per stream and batch the detections of its frames are packed and copied to the host once
-(embeddings included) into a :class:`~vidpipe.track.book.PackedFrames`, the tracker runs on
-numpy, and the ids go back to the detections' device in one copy; each result gets
-``detections.track_ids`` ``(N,)`` int64 on that device (``-1``: not in a confirmed track). Rate
-of the tracking itself (32-frame batches of CPU tensors, one stream, inline), measured on a
-2-core AMD EPYC VM with the machine otherwise quiet (``vidpipe bench track`` prints it): about
-6,400 frames/s with 20 detections per frame and 2,700 with 100 (5,500 and 2,600 before the
-Kalman state was packed into one array and the usual association took a shortcut, same VM, same
-day). A frame costs ~0.12 ms plus ~2.5 us per detection: numpy's per-call cost more than
-arithmetic, so a faster core scales it directly, and a slower one is what limits tracking on a
-GPU host whose decoders deliver 4,000 frames/s: the helper process is one core (an H200 host's
-core ran the real crowded clip at 3,400 frames/s before these changes, 3,900 after,
-``docs/bench/h200/track-processes``).
+(embeddings included) into a :class:`~vidpipe.track.book.PackedFrames` (one ``torch.cat`` a
+column), the tracker runs on the host, and the ids go back to the detections' device in one
+copy; each result gets ``detections.track_ids`` ``(N,)`` int64 on that device (``-1``: not in a
+confirmed track). Rate of the stage (32-frame batches of CPU tensors, one stream, inline; ``vidpipe
+bench track`` prints it), on a 2-core AMD EPYC VM: about 143,000 frames/s with 5 detections a frame
+compiled (8,100 numpy), 98,000 with 20 (6,300), 19,000 with 100 (2,600). In a real run on an H100
+host the stage took 0.026-0.036 ms a frame of the run's thread (the GIL shared with the run's
+other threads triples its cost alone), tracked runs 0.89-0.97x the untracked rate
+(``docs/bench/h200/track-compiled``; the numpy tracker in its helper process: 0.77-0.86x on crowded
+footage, where one core running numpy was the limit).
 """
 
 from __future__ import annotations
