@@ -98,3 +98,18 @@ def test_format_report(checks):
         assert marks[line[2:5].strip()] is c.ok and line.endswith(c.detail)
     assert "What vidpipe will use here" in report
     assert any(x.strip().startswith("video decode:") for x in lines)
+
+
+def test_tracking_verdict_follows_numba(tmp_path, monkeypatch):
+    """The verdict names the tracker a run would use: compiled where numba imports, numpy (with
+    the reason) where it does not (here: a numba that fails to import)."""
+    checks = run_checks()
+    assert "tracking:      compiled (numba)" in format_report(checks)
+    pkg = tmp_path / "numba"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text('raise ImportError("Numba needs NumPy 2.5 or less")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "numba", raising=False)
+    checks = run_checks()
+    assert by_name(checks, "numba").ok is False
+    assert "tracking:      numpy (no numba, see above)" in format_report(checks)

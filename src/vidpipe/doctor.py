@@ -361,6 +361,7 @@ _OPTIONAL: tuple[tuple[str, str, str, Callable[[Any], str] | None], ...] = (
     ("nvImageCodec", "nvidia.nvimgcodec", "pip install nvidia-nvimgcodec-cu12", None),
     ("Triton", "triton", "pip install triton", None),
     ("CuPy", "cupy", "pip install cupy-cuda12x", _cupy),
+    ("numba", "numba", "pip install numba (the compiled tracker; without it --track runs the numpy one)", None),
 )
 
 _DISTS = {"pynvml": "nvidia-ml-py", "nvidia.nvimgcodec": "nvidia-nvimgcodec-cu12"}
@@ -431,6 +432,7 @@ def _verdict(checks: list[Check]) -> list[str]:
         "video encode:  " + ("NVENC (GPU)" if ok("NVENC") else
                              "libx264 on the CPU" + why("NVENC") if ok("encoder libx264") else
                              "unavailable" + why("encoder libx264")),
+        "tracking:      " + ("compiled (numba)" if ok("numba") else "numpy" + why("numba")),
     ]
 
 
