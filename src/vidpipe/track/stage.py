@@ -203,6 +203,7 @@ class TrackerStage:
         self._resets_due = []
         if child is not None:
             child.close()
+        self._book.warm_up()  # (falls back to the numpy trackers where the compiled ones fail to build)
 
     def reset(self, stream_id: int) -> None:
         self._book.reset(stream_id)
