@@ -178,6 +178,30 @@ def _match(cost, thresh, out_r, out_c):
 
 
 @njit(cache=True)
+def _sub(full, rows, n_rows, cols, n_cols):
+    """``full[rows[:n_rows]][:, cols[:n_cols]]``."""
+    cost = np.empty((n_rows, n_cols))
+    for a in range(n_rows):
+        for b in range(n_cols):
+            cost[a, b] = full[rows[a], cols[b]]
+    return cost
+
+
+@njit(cache=True)
+def _record(k, rows, cols, mr, mc, pair_t, pair_d, n_pairs, matched, used):
+    """Note the ``k`` pairs an association made (``mr``/``mc`` index ``rows``/``cols``); returns
+    the pair count after them."""
+    for p in range(k):
+        ti, di = rows[mr[p]], cols[mc[p]]
+        pair_t[n_pairs] = ti
+        pair_d[n_pairs] = di
+        n_pairs += 1
+        matched[ti] = True
+        used[di] = True
+    return n_pairs
+
+
+@njit(cache=True)
 def _compact(keep, n, kf, state, ids, hits, last_t, cls, emb):
     """Move the rows ``keep[:n]`` to the front, in order; returns how many."""
     w = 0
@@ -338,13 +362,7 @@ def track_batch(
                         c = _INF
                     cost[a, b] = c
             k = _match(cost, match_t, mr, mc)
-            for p in range(k):
-                ti, di = rows[mr[p]], high[mc[p]]
-                pair_t[n_pairs] = ti
-                pair_d[n_pairs] = di
-                n_pairs += 1
-                matched[ti] = True
-                used[di] = True
+            n_pairs = _record(k, rows, high, mr, mc, pair_t, pair_d, n_pairs, matched, used)
         # 2. confirmed tracks still unmatched <- low detections (IoU only)
         n_rows = 0
         for i in range(n):
@@ -352,18 +370,8 @@ def track_batch(
                 rows[n_rows] = i
                 n_rows += 1
         if n_rows and n_low:
-            cost = np.empty((n_rows, n_low))
-            for a in range(n_rows):
-                for b in range(n_low):
-                    cost[a, b] = plain[rows[a], low[b]]
-            k = _match(cost, low_match_t, mr, mc)
-            for p in range(k):
-                ti, di = rows[mr[p]], low[mc[p]]
-                pair_t[n_pairs] = ti
-                pair_d[n_pairs] = di
-                n_pairs += 1
-                matched[ti] = True
-                used[di] = True
+            k = _match(_sub(plain, rows, n_rows, low, n_low), low_match_t, mr, mc)
+            n_pairs = _record(k, rows, low, mr, mc, pair_t, pair_d, n_pairs, matched, used)
         # 3. unconfirmed tracks <- high detections left
         n_rows = 0
         for i in range(n):
@@ -377,18 +385,8 @@ def track_batch(
                 left[n_left] = high[b]
                 n_left += 1
         if n_rows and n_left:
-            cost = np.empty((n_rows, n_left))
-            for a in range(n_rows):
-                for b in range(n_left):
-                    cost[a, b] = fused[rows[a], left[b]]
-            k = _match(cost, tent_t, mr, mc)
-            for p in range(k):
-                ti, di = rows[mr[p]], left[mc[p]]
-                pair_t[n_pairs] = ti
-                pair_d[n_pairs] = di
-                n_pairs += 1
-                matched[ti] = True
-                used[di] = True
+            k = _match(_sub(fused, rows, n_rows, left, n_left), tent_t, mr, mc)
+            n_pairs = _record(k, rows, left, mr, mc, pair_t, pair_d, n_pairs, matched, used)
         for j in range(nd):
             out[start + j] = -1
         # matched tracks: Kalman update, hits, state, ids (in the order the pairs were made)
