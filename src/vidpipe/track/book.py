@@ -9,6 +9,7 @@ helper process starts in a fraction of a second.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,8 +74,12 @@ class TrackBook:
         """Compile the tracker now (or load it from numba's cache) rather than on the first frames;
         where that fails, track with the numpy one (logged)."""
         if self.engine == "compiled" and not self._trackers:
+            t0 = time.perf_counter()
             try:
                 new_tracker(self.config, engine="compiled").warm_up()
+                if time.perf_counter() - t0 > 2.0:  # loading from the cache takes well under a second
+                    logger.info("compiled the tracker in %.1f s (its first use here; numba caches it for the next runs)",
+                                time.perf_counter() - t0)  # fmt: skip
             except Exception as exc:  # noqa: BLE001 - numba broken here: the numpy tracker does the same job
                 logger.warning("the compiled tracker failed to build (%s: %s); tracking with the numpy one",
                                type(exc).__name__, exc)  # fmt: skip
