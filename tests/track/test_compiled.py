@@ -169,6 +169,15 @@ def test_a_book_whose_compiled_tracker_fails_to_build_tracks_with_numpy(monkeypa
     assert got.ids.tolist() == [1] and got.next_id == 2
 
 
+def _assert_same_state(got, ref):
+    a, b = got.snapshot(), ref.snapshot()
+    assert len(a) == len(b) > 0
+    np.testing.assert_allclose(a.kf, b.kf, rtol=1e-12, atol=1e-12)
+    for name in ("state", "ids", "hits", "last_t", "cls"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert (a.t, a.frames, a.first_id, a.next_id) == (b.t, b.frames, b.first_id, b.next_id)
+
+
 def test_kalman_state_equals_the_numpy_trackers():
     """Ids are robust to small errors; the filter's state is held to the numpy one directly (which
     tests/track/test_kalman.py holds to the textbook matrix form), dropped frames included."""
@@ -177,12 +186,54 @@ def test_kalman_state_equals_the_numpy_trackers():
         for stop in (57, 150, len(frames)):
             _, ref = _numpy_ids(frames[:stop], TrackConfig())
             _, got = _compiled_ids(frames[:stop], TrackConfig(), batch=10)
-            n = len(got)
-            assert n == len(ref) > 0
-            np.testing.assert_allclose(got._kf[:n], ref._tracks.kf, rtol=1e-12, atol=1e-12)
-            np.testing.assert_array_equal(got._state[:n], ref._tracks.state)
-            np.testing.assert_array_equal(got._hits[:n], ref._tracks.hits)
-            np.testing.assert_array_equal(got._last_t[:n], ref._tracks.last_t)
+            _assert_same_state(got, ref)
+
+
+def test_a_numpy_tracker_hands_over_to_the_compiled_one():
+    """from_snapshot goes on with the numpy tracker's tracks: the ids and state of the whole run
+    are the numpy tracker's alone, embeddings included."""
+    for emb_dim, cut in ((0, 40), (8, 95)):
+        config = TrackConfig(appearance_weight=0.5 if emb_dim else 0.0)
+        frames = _frames(make_scene("drops", seed=2), emb_dim=emb_dim)
+        ref_ids, ref = _numpy_ids(frames, config)
+        first_ids, first = _numpy_ids(frames[:cut], config)
+        rest = CompiledByteTrack.from_snapshot(config, first.snapshot())
+        assert len(rest) == len(first) and rest.next_id == first.next_id and rest.frames == cut
+        more = [rest.update(b, s, c, t=t, embeddings=e) for t, b, s, c, e in frames[cut:]]
+        np.testing.assert_array_equal(np.concatenate([first_ids, *more]), ref_ids)
+        _assert_same_state(rest, ref)
+        if emb_dim:
+            np.testing.assert_allclose(rest.snapshot().emb, ref.snapshot().emb, rtol=1e-5, atol=1e-6)
+
+
+def test_a_book_tracks_with_numpy_until_the_compiled_tracker_is_built(monkeypatch, caplog):
+    """The run never waits for the build: the numpy tracker tracks the first batches and hands
+    over once it is ready; the ids are the compiled (and numpy) tracker's over the whole run."""
+    import threading
+
+    gate = threading.Event()
+    real = CompiledByteTrack.warm_up
+
+    def slow(self):
+        gate.wait(10)
+        real(self)
+
+    monkeypatch.setattr(CompiledByteTrack, "warm_up", slow)
+    frames = _frames(make_scene("crossing", seed=0))
+    want, _ = _compiled_ids(frames, TrackConfig())
+    book = TrackBook(TrackConfig())
+    got = []
+    with caplog.at_level(logging.DEBUG, logger="vidpipe.track.book"):
+        for k in range(0, len(frames), 32):
+            if k == 96:
+                gate.set()
+                assert book.wait_built(10) and book.engine == "compiled"
+            part = frames[k : k + 32]
+            rows = np.concatenate([np.concatenate([f[1], f[2][:, None], f[3][:, None]], axis=1) for f in part])
+            packed = PackedFrames(0, np.array([f[0] for f in part]), np.array([len(f[2]) for f in part]), rows.astype(np.float32))
+            got.append(book.track(packed, first_id=1).ids)
+    np.testing.assert_array_equal(np.concatenate(got), want)
+    assert "stream 0: the compiled tracker takes over after 96 frames" in caplog.text
 
 
 def test_assignment_and_match_equal_the_numpy_ones():

@@ -86,7 +86,7 @@ def run_vidpipe(
     from vidpipe.track import TrackerStage
 
     stage = TrackerStage(config, worker="inline", engine=engine)  # the tracker itself, without a helper process
-    stage.warm_up()
+    stage.wait_ready()
     results = list(results) if results is not None else _results(scene, device)
     hyp: Hypothesis = []
     spent = 0.0

@@ -9,12 +9,14 @@ helper process starts in a fraction of a second.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from vidpipe.track.compiled import Engine, Tracker, new_tracker, resolve_engine
+from vidpipe.track.bytetrack import ByteTrack
+from vidpipe.track.compiled import CompiledByteTrack, Engine, Tracker, resolve_engine
 from vidpipe.track.config import TrackConfig
 
 __all__ = ["PackedFrames", "StreamIds", "TrackBook"]
@@ -59,39 +61,70 @@ class StreamIds:
 
 
 class TrackBook:
-    """One tracker per stream (:func:`~vidpipe.track.compiled.new_tracker`: compiled with numba
-    where it imports, else the numpy :class:`~vidpipe.track.bytetrack.ByteTrack`), made at the
-    stream's first frames (ids from ``first_id``: the caller keeps counting across resets and
-    helper processes)."""
+    """One tracker per stream, made at the stream's first frames (ids from ``first_id``: the
+    caller keeps counting across resets and helper processes).
+
+    With the compiled engine (:mod:`vidpipe.track.compiled`) the trackers are built in a thread
+    (:meth:`start_building`: numba compiles them, seconds the first time on a machine, or loads
+    them from its cache); until they are ready the numpy :class:`~vidpipe.track.bytetrack.ByteTrack`
+    tracks, and each stream's tracker then hands its tracks over (:class:`~vidpipe.track.snapshot.TrackerSnapshot`):
+    the same ids as if the compiled one had tracked from the start, and no run waits for the build.
+    """
 
     def __init__(self, config: TrackConfig, *, engine: Engine = "auto") -> None:
         self.config = config
         self.engine = resolve_engine(engine)
         self._trackers: dict[int, Tracker] = {}
         self._next: dict[int, int] = {}  # ids continue after a reset
+        self._built = threading.Event()  # the compiled trackers can run (or never will: numpy)
+        if self.engine == "numpy":
+            self._built.set()
+        self._building: threading.Thread | None = None
+
+    def start_building(self) -> None:
+        """Build the compiled trackers in a thread (no-op when built, building, or numpy); where
+        that fails, the numpy ones go on (logged)."""
+        if not self._built.is_set() and self._building is None:
+            self._building = threading.Thread(target=self._build, name="vidpipe-track-build", daemon=True)
+            self._building.start()
+
+    def wait_built(self, timeout: float | None = None) -> bool:
+        """Wait until the trackers are in their final form (compiled, or numpy for good)."""
+        self.start_building()
+        return self._built.wait(timeout)
 
     def warm_up(self) -> None:
-        """Compile the tracker now (or load it from numba's cache) rather than on the first frames;
-        where that fails, track with the numpy one (logged)."""
-        if self.engine == "compiled" and not self._trackers:
-            t0 = time.perf_counter()
-            try:
-                new_tracker(self.config, engine="compiled").warm_up()
-                if time.perf_counter() - t0 > 2.0:  # loading from the cache takes well under a second
-                    logger.info("compiled the tracker in %.1f s (its first use here; numba caches it for the next runs)",
-                                time.perf_counter() - t0)  # fmt: skip
-            except Exception as exc:  # noqa: BLE001 - numba broken here: the numpy tracker does the same job
-                logger.warning("the compiled tracker failed to build (%s: %s); tracking with the numpy one",
-                               type(exc).__name__, exc)  # fmt: skip
-                self.engine = "numpy"
+        """Build the compiled trackers now and wait for them."""
+        self.wait_built()
+
+    def _build(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            CompiledByteTrack(self.config).warm_up()
+            if time.perf_counter() - t0 > 2.0:  # loading from the cache takes well under a second
+                logger.info("compiled the tracker in %.1f s (its first use here; numba caches it for the next runs)",
+                            time.perf_counter() - t0)  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - numba broken here: the numpy tracker does the same job
+            logger.warning("the compiled tracker failed to build (%s: %s); tracking with the numpy one",
+                           type(exc).__name__, exc)  # fmt: skip
+            self.engine = "numpy"
+        finally:
+            self._built.set()
 
     def track(self, frames: PackedFrames, *, first_id: int) -> StreamIds:
         """Track ``frames`` (after the stream's earlier frames). ``first_id``: where a stream this
         book has never seen starts its ids."""
-        tracker = self._trackers.get(frames.stream_id)
+        self.start_building()  # (a book used without warm-up builds them now, in the background)
+        compiled = self._built.is_set() and self.engine == "compiled"
+        sid = frames.stream_id
+        tracker = self._trackers.get(sid)
         if tracker is None:
-            first = self._next.get(frames.stream_id, first_id)
-            tracker = self._trackers[frames.stream_id] = new_tracker(self.config, first_id=first, engine=self.engine)
+            first = self._next.get(sid, first_id)
+            tracker = CompiledByteTrack(self.config, first_id=first) if compiled else ByteTrack(self.config, first_id=first)
+        elif compiled and isinstance(tracker, ByteTrack):
+            tracker = CompiledByteTrack.from_snapshot(self.config, tracker.snapshot())
+            logger.debug("stream %d: the compiled tracker takes over after %d frames", sid, tracker.frames)
+        self._trackers[sid] = tracker
         rows = frames.rows.astype(np.float64)  # once per batch (what the trackers compute in)
         before = tracker.started
         ids = tracker.update_frames(

@@ -24,6 +24,7 @@ import numpy as np
 from vidpipe.track.assign import iou_matrix, match
 from vidpipe.track.config import TrackConfig
 from vidpipe.track.kalman import KalmanXYAH, xyah_to_xyxy, xyxy_to_xyah
+from vidpipe.track.snapshot import TrackerSnapshot
 
 __all__ = ["ByteTrack", "TENTATIVE", "TRACKED", "LOST"]
 
@@ -113,6 +114,14 @@ class ByteTrack:
     @property
     def next_id(self) -> int:
         return self._next_id
+
+    def snapshot(self) -> TrackerSnapshot:
+        """The tracks and clock now, as arrays (copies; see :mod:`vidpipe.track.snapshot`)."""
+        tr = self._tracks
+        return TrackerSnapshot(
+            tr.kf.copy(), tr.state.copy(), tr.ids.copy(), tr.hits.copy(), tr.last_t.copy(), tr.cls.copy(),
+            None if tr.emb is None else tr.emb.copy(), self._t, self.frames, self._first_id, self._next_id,
+        )  # fmt: skip
 
     @property
     def started(self) -> int:

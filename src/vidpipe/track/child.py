@@ -48,7 +48,7 @@ def main() -> NoReturn:
         if kind != "config":
             raise ValueError(f"expected the tracker's config first, got {kind!r}")
         book = TrackBook(config, engine=engine)
-        book.warm_up()  # compiled (or loaded from numba's cache) before the first frames come
+        book.start_building()  # compiled (or loaded from numba's cache) while the numpy trackers begin
         conn.send(("hello", os.getpid()))
         done = 0  # the last request answered
         early: dict[int, tuple] = {}  # requests read from the socket before the ones in the mailbox ahead of them

@@ -36,7 +36,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -114,7 +113,6 @@ class TrackerStage:
         self.streams = streams
         self.worker = worker
         self._book = TrackBook(config, engine=engine)  # the trackers when they run inline
-        self._warming: threading.Thread | None = None  # compiling them for inline use
         self._child: "TrackerProcess | None" = None
         self._mode: str | None = None  # "process" or "inline", decided when made (or "inline" after a failure)
         self._resets_due: list[int] = []  # streams the child must forget before the next request
@@ -158,9 +156,12 @@ class TrackerStage:
                 self._child.wait_started()
             except TrackerProcessError as exc:
                 self._fall_back(exc)
-        warming, self._warming = self._warming, None
-        if warming is not None:
-            warming.join()
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until the trackers run in their final form (compiled, or numpy for good); a run
+        need not: the numpy trackers track meanwhile and hand over (see
+        :class:`~vidpipe.track.book.TrackBook`). For measuring the compiled trackers' rate."""
+        return self._book.wait_built(timeout)
 
     def _finish(self, pending: "PendingTracks") -> "list[Sequence[FrameResult]]":
         out: "list[StreamIds] | None" = None
@@ -191,9 +192,8 @@ class TrackerStage:
                     self._mode = "process"
                 except Exception as exc:  # noqa: BLE001 - tracking goes on inline
                     logger.warning("the tracker process did not start (%s); tracking runs on the run's thread", exc)
-            if self._mode == "inline":  # compile (or load) the tracker while the run warms up
-                self._warming = threading.Thread(target=self._book.warm_up, name="vidpipe-track-compile", daemon=True)
-                self._warming.start()
+            if self._mode == "inline":  # compiled (or loaded) while the run warms up and starts
+                self._book.start_building()
         return self._mode
 
     def _fall_back(self, exc: BaseException) -> None:
@@ -203,7 +203,7 @@ class TrackerStage:
         self._resets_due = []
         if child is not None:
             child.close()
-        self._book.warm_up()  # (falls back to the numpy trackers where the compiled ones fail to build)
+        self._book.start_building()
 
     def reset(self, stream_id: int) -> None:
         self._book.reset(stream_id)
