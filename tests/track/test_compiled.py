@@ -223,7 +223,7 @@ def test_a_book_tracks_with_numpy_until_the_compiled_tracker_is_built(monkeypatc
     want, _ = _compiled_ids(frames, TrackConfig())
     book = TrackBook(TrackConfig())
     got = []
-    with caplog.at_level(logging.DEBUG, logger="vidpipe.track.book"):
+    with caplog.at_level(logging.INFO, logger="vidpipe.track.book"):
         for k in range(0, len(frames), 32):
             if k == 96:
                 gate.set()

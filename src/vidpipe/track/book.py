@@ -123,7 +123,7 @@ class TrackBook:
             tracker = CompiledByteTrack(self.config, first_id=first) if compiled else ByteTrack(self.config, first_id=first)
         elif compiled and isinstance(tracker, ByteTrack):
             tracker = CompiledByteTrack.from_snapshot(self.config, tracker.snapshot())
-            logger.debug("stream %d: the compiled tracker takes over after %d frames", sid, tracker.frames)
+            logger.info("stream %d: the compiled tracker takes over after %d frames", sid, tracker.frames)
         self._trackers[sid] = tracker
         rows = frames.rows.astype(np.float64)  # once per batch (what the trackers compute in)
         before = tracker.started
