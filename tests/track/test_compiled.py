@@ -151,7 +151,7 @@ def test_engine_choice_and_fallback(monkeypatch, caplog):
         resolve_engine("compiled")
     with caplog.at_level(logging.INFO, logger="vidpipe.track.compiled"):
         assert isinstance(new_tracker(TrackConfig()), ByteTrack)
-    assert "numba does not import here" in caplog.text
+    assert "numba is not installed here" in caplog.text
 
 
 def test_a_book_whose_compiled_tracker_fails_to_build_tracks_with_numpy(monkeypatch, caplog):

@@ -55,16 +55,19 @@ class Tracker(Protocol):
 
 
 def available() -> bool:
-    """Whether numba imports here (the compiled tracker can run)."""
+    """Whether numba is installed here (without importing it: that takes a few tenths of a second,
+    which the tracker's build thread spends instead; a numba that is installed but fails to import
+    is found there, and the numpy tracker goes on)."""
+    from importlib.util import find_spec
+
     try:
-        import numba  # noqa: F401
-    except Exception:  # ImportError, or numba refusing this numpy
+        return find_spec("numba") is not None
+    except (ImportError, ValueError):
         return False
-    return True
 
 
 def resolve_engine(engine: Engine) -> Literal["compiled", "numpy"]:
-    """``"auto"`` -> ``"compiled"`` where numba imports, else ``"numpy"`` (logged).
+    """``"auto"`` -> ``"compiled"`` where numba is installed, else ``"numpy"`` (logged).
 
     Raises:
         ConfigError: an unknown engine, or ``"compiled"`` without numba.
@@ -76,8 +79,8 @@ def resolve_engine(engine: Engine) -> Literal["compiled", "numpy"]:
     if available():
         return "compiled"
     if engine == "compiled":
-        raise ConfigError("engine='compiled' needs numba, which does not import here: pip install numba")
-    log.info("numba does not import here: tracking with the numpy ByteTrack (slower on crowded footage)")
+        raise ConfigError("engine='compiled' needs numba, which is not installed here: pip install numba")
+    log.info("numba is not installed here: tracking with the numpy ByteTrack (slower on crowded footage)")
     return "numpy"
 
 
