@@ -1,8 +1,8 @@
 """:class:`TrackerStage`: ByteTrack as a pipeline stage (``vidpipe.detect(..., track=True)``,
 ``vidpipe detect --track``).
 
-One tracker per stream (:func:`~vidpipe.track.compiled.new_tracker`: ByteTrack, compiled or
-numpy), created on the stream's first frame
+One tracker per stream (ByteTrack, compiled or numpy: :class:`~vidpipe.track.book.TrackBook`),
+created on the stream's first frame
 and dropped by :meth:`TrackerStage.reset` (a live reconnect, a stream removed); ids keep counting
 up per stream across resets, so an id in a stream's table always means one track.
 
@@ -87,7 +87,7 @@ class TrackerStage:
             run's warm-up). One that fails to start or dies is logged once; the trackers then run
             inline (tracks start over, ids go on counting).
         engine: the trackers' implementation (:func:`~vidpipe.track.compiled.resolve_engine`):
-            ``"auto"`` (default) compiled with numba where it imports, else numpy; ``"compiled"``;
+            ``"auto"`` (default) compiled with numba where it is installed, else numpy; ``"compiled"``;
             ``"numpy"`` (the reference :class:`~vidpipe.track.bytetrack.ByteTrack`).
     """
 
