@@ -29,6 +29,12 @@ from vidpipe.track.kalman import _INIT_C, _INIT_H, _Q_C, _Q_H, _R_C, _R_H
 
 TENTATIVE, TRACKED, LOST = 0, 1, 2
 
+#: the Kalman filter's noise model (:mod:`vidpipe.track.kalman`), rows: process noise (height
+#: factor, constant), initial (height factor, constant), measurement (height factor, constant; 4
+#: columns used). An argument of :func:`track_batch`, not a global the kernel reads: numba's cache
+#: would keep a global's value after kalman.py changed.
+NOISE = np.stack([_Q_H, _Q_C, _INIT_H, _INIT_C, np.concatenate([_R_H, _R_H]), np.concatenate([_R_C, _R_C])])
+
 #: the float options, in this order, as one float64 array (``params``)
 PARAMS = (
     "high_thresh", "low_thresh", "new_track_thresh", "match_thresh", "low_match_thresh",
@@ -244,11 +250,12 @@ def _unit_rows(x):
 @njit(cache=True)
 def track_batch(
     kf, state, ids, hits, last_t, cls, emb, n, next_id, t_prev,
-    times, counts, boxes, scores, classes, det_emb, has_emb, params, min_hits, per_class, fuse_score, out,
+    times, counts, boxes, scores, classes, det_emb, has_emb, params, noise, min_hits, per_class, fuse_score, out,
 ):  # fmt: skip
     """Track the frames ``times (F,)``/``counts (F,)`` whose detections are the rows of ``boxes
     (N, 4)`` float64, ``scores (N,)`` float64, ``classes (N,)`` int64 (``det_emb (N, D)`` float32
-    unit rows where ``has_emb``), after the tracks' state (updated in place). ``t_prev``: the
+    unit rows where ``has_emb``), after the tracks' state (updated in place); ``params``: the
+    options (:data:`PARAMS`), ``noise``: :data:`NOISE`. ``t_prev``: the
     previous frame's time (NaN: none yet). Writes ``out (N,)`` int64 ids (-1: not in a confirmed
     track); returns ``(n, next_id, t_prev)`` after the batch."""
     high_t, low_t, new_t = params[0], params[1], params[2]
@@ -290,7 +297,7 @@ def track_batch(
                 s[8 + k] = s[8 + k] + s[12 + k] * (2.0 * dt) + s[16 + k] * (dt * dt)
                 s[12 + k] = s[12 + k] + s[16 + k] * dt
             for k in range(8):
-                q = h * _Q_H[k] + _Q_C[k]
+                q = h * noise[0, k] + noise[1, k]
                 q = q * q
                 if dt != 1.0:
                     q = q * dt
@@ -398,7 +405,7 @@ def track_batch(
             h = s[3]
             gain = np.empty(8)
             for k in range(4):
-                r = h * _R_H[k] + _R_C[k]
+                r = h * noise[4, k] + noise[5, k]
                 r = r * r
                 r = r + s[8 + k]
                 gain[k] = s[8 + k] / r
@@ -457,7 +464,7 @@ def track_batch(
             for k in range(4):
                 s[k] = z[k]
             for k in range(8):
-                std = z[3] * _INIT_H[k] + _INIT_C[k]
+                std = z[3] * noise[2, k] + noise[3, k]
                 std = std * std
                 if k < 4:
                     s[8 + k] = std

@@ -267,7 +267,7 @@ class CompiledByteTrack:
             self._kf, self._state, self._ids, self._hits, self._last_t, self._cls, self._emb,
             self._n, self._next_id, self._t, times, counts, boxes,
             np.ascontiguousarray(scores, dtype=np.float64), np.ascontiguousarray(classes, dtype=np.int64),
-            det_emb, has_emb, self._params, cfg.min_hits, cfg.per_class, cfg.fuse_score, out,
+            det_emb, has_emb, self._params, k.NOISE, cfg.min_hits, cfg.per_class, cfg.fuse_score, out,
         )  # fmt: skip
         self.frames += times.shape[0]
         return out
