@@ -68,13 +68,15 @@ def _pack(dets: Sequence["Detections"], tracks: bool) -> "torch.Tensor":
         torch.cat([d.class_ids for d in dets]).to(f64).unsqueeze(1),
     ]
     if tracks:
-        parts = [
-            d.track_ids.to(f64)
-            if d.track_ids is not None
-            else torch.full((len(d),), float("nan"), dtype=f64, device=boxes.device)
-            for d in dets
-        ]
-        cols.append(torch.cat(parts).unsqueeze(1))
+        ids = [d.track_ids for d in dets]
+        if all(t is not None for t in ids):  # the usual batch: one cat, one conversion (not one a frame)
+            cols.append(torch.cat(ids).to(f64).unsqueeze(1))  # type: ignore[arg-type]
+        else:
+            parts = [
+                t.to(f64) if t is not None else torch.full((len(d),), float("nan"), dtype=f64, device=boxes.device)
+                for d, t in zip(dets, ids)
+            ]
+            cols.append(torch.cat(parts).unsqueeze(1))
     return torch.cat(cols, dim=1)
 
 
