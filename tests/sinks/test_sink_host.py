@@ -88,6 +88,20 @@ def test_to_host_is_lossless(device):
     assert rows.d2h_copies == (0 if device == "cpu" else 1)
 
 
+def test_to_host_every_frame_tracked():
+    """Every frame with ids (the usual tracked batch, packed in one go): ids, -1 and order kept."""
+    big_id = 2**40 + 7
+    results = [
+        make_result(0, [[0, 0, 1, 1], [2, 2, 3, 3]], [0.9, 0.8], [1, 2], track_ids=[big_id, -1]),
+        make_result(1, [], [], [], track_ids=[]),
+        make_result(2, [[4, 4, 5, 5]], [0.7], [3], track_ids=[12]),
+    ]
+    rows = to_host(results, tracks=True)
+    assert rows.track_ids.tolist() == [big_id, -1, 12]
+    assert rows.track_valid.tolist() == [True, False, True]
+    assert rows.class_ids.tolist() == [1, 2, 3] and rows.frame_pos.tolist() == [0, 0, 2]
+
+
 def test_to_host_empty_batch():
     rows = to_host([make_result(0, [], [], [])])
     assert len(rows) == 0 and rows.boxes.shape == (0, 4) and rows.d2h_copies == 0
