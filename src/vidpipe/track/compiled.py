@@ -12,7 +12,7 @@ have one, counts as cosine distance 1 (as it does on every later frame in both);
 tracker leaves the appearance term out on that one frame.
 
 numba compiles the kernel on first use and caches it on disk (``NUMBA_CACHE_DIR``, else beside
-the module or in the user's cache directory): the first run on a machine pays 8-13 s, in a
+the module or in the user's cache directory): the first run on a machine pays 8-16 s, in a
 thread of :class:`~vidpipe.track.book.TrackBook`, while the numpy tracker tracks the first frames
 and then hands its tracks over (:meth:`CompiledByteTrack.from_snapshot`); later runs load it in
 under a second.
