@@ -25,9 +25,8 @@ import math
 import numpy as np
 from numba import njit
 
+from vidpipe.track.bytetrack import LOST, TENTATIVE, TRACKED  # (the states a snapshot carries across)
 from vidpipe.track.kalman import _INIT_C, _INIT_H, _Q_C, _Q_H, _R_C, _R_H
-
-TENTATIVE, TRACKED, LOST = 0, 1, 2
 
 #: the Kalman filter's noise model (:mod:`vidpipe.track.kalman`), rows: process noise (height
 #: factor, constant), initial (height factor, constant), measurement (height factor, constant; 4

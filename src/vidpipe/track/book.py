@@ -2,8 +2,8 @@
 
 :class:`~vidpipe.track.stage.TrackerStage` packs the detections of one stream's frames into a
 :class:`PackedFrames` (one device->host copy) and hands it to a book: its own (``worker="inline"``)
-or the one in its helper process (:mod:`vidpipe.track.child`). Only numpy here, no torch: the
-helper process starts in a fraction of a second.
+or the one in its helper process (:mod:`vidpipe.track.child`). numpy and numba here, no torch:
+the helper process starts in a fraction of a second.
 """
 
 from __future__ import annotations
