@@ -237,6 +237,54 @@ def test_a_stage_that_works_elsewhere_overlaps_the_next_batch_and_keeps_order(ma
     assert "elsewhere" in run.get_stats()["stages_ms_per_frame"] and slow.closed == 1
 
 
+class DoneAtOnce(Elsewhere):
+    """A stage with ``submit`` that did the work already (``done``: the tracker with its trackers
+    inline)."""
+
+    name = "done-at-once"
+
+    def submit(self, groups):
+        first = groups[0][0].meta.index
+        self.events.append(("submit", first))
+        out = [self.process(g) for g in groups]
+        outer = self
+
+        class Done:
+            done = True
+
+            def result(self):
+                outer.events.append(("result", first))
+                return out
+
+        return Done()
+
+
+def test_a_stage_done_in_submit_is_not_held_back(make_clip):
+    """Holding a batch back only adds latency when the stage did the work in submit: the run
+    takes each batch's result before it hands over the next one; frames in order, once."""
+    clip = make_clip(frames=20).path
+    stage, after = DoneAtOnce(), Recorder()
+    run = vidpipe.detect(str(clip), device="cpu", batch_size=4, stages=[stage, after])
+    assert [r.meta.index for r in run] == list(range(20))
+    assert after.seen == [(0, i) for i in range(20)]
+    order = [e for e in stage.events if e[0] != "warm"]
+    assert order == [(k, i) for i in (0, 4, 8, 12, 16) for k in ("submit", "result")]
+
+
+def test_the_inline_tracker_is_not_held_back_and_the_helper_is(make_clip):
+    """TrackerStage: inline trackers track in submit (done), a helper process's batch is not done."""
+    from vidpipe.track import TrackerStage
+
+    clip = make_clip(frames=8).path
+    for worker, done in (("inline", True), ("process", False)):
+        stage = TrackerStage(worker=worker)
+        results = list(vidpipe.detect(str(clip), device="cpu", batch_size=4))
+        pending = stage.submit([results[:4]])
+        assert getattr(pending, "done", False) is done
+        assert [len(g) for g in pending.result()] == [4]
+        stage.close()
+
+
 def test_with_a_live_stream_only_one_batch_waits_in_the_stage(make_clip):
     """Each batch left in a stage working elsewhere is a batch of latency: with a live stream (a
     file played in real time) the run takes batch N's result before it hands over N+2."""

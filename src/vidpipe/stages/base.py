@@ -72,6 +72,10 @@ class PendingGroups(Protocol):
         """The groups, processed (as ``Stage.process_batch`` returns them); waits if need be."""
         ...
 
+    # Optional: ``done: bool``, true when the stage did the work in ``submit`` after all (the
+    # tracker, when its trackers run inline): the runner then takes the result at once instead of
+    # holding the batch back while the next ones are detected (it would only add latency).
+
 
 @runtime_checkable
 class Stage(Protocol):

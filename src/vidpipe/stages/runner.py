@@ -143,7 +143,7 @@ class StageRunner:
             start = getattr(stage, "submit", None)
             if start is not None:  # every stream's group at once, working elsewhere
                 ticket.pending = start(ticket.parts)
-                if not wait:
+                if not wait and not getattr(ticket.pending, "done", False):  # (done: the work was done in submit)
                     self._charge(stage, ticket, time.perf_counter() - t0, 0, check=False)
                     return
                 ticket.parts = list(ticket.pending.result())  # type: ignore[union-attr]
