@@ -93,10 +93,6 @@ class TrackBook:
         self.start_building()
         return self._built.wait(timeout)
 
-    def warm_up(self) -> None:
-        """Build the compiled trackers now and wait for them."""
-        self.wait_built()
-
     def _build(self) -> None:
         t0 = time.perf_counter()
         try:

@@ -30,7 +30,7 @@ from vidpipe.errors import ConfigError
 from vidpipe.track.config import TrackConfig
 from vidpipe.track.snapshot import TrackerSnapshot
 
-__all__ = ["CompiledByteTrack", "Engine", "Tracker", "available", "new_tracker", "resolve_engine"]
+__all__ = ["CompiledByteTrack", "Engine", "Tracker", "available", "resolve_engine"]
 
 log = logging.getLogger(__name__)
 
@@ -82,16 +82,6 @@ def resolve_engine(engine: Engine) -> Literal["compiled", "numpy"]:
         raise ConfigError("engine='compiled' needs numba, which is not installed here: pip install numba")
     log.info("numba is not installed here: tracking with the numpy ByteTrack (slower on crowded footage)")
     return "numpy"
-
-
-def new_tracker(config: TrackConfig, *, first_id: int = 1, engine: Engine = "auto") -> Tracker:
-    """A tracker for one stream: :class:`CompiledByteTrack`, or the numpy
-    :class:`~vidpipe.track.bytetrack.ByteTrack` (see :func:`resolve_engine`)."""
-    if resolve_engine(engine) == "compiled":
-        return CompiledByteTrack(config, first_id=first_id)
-    from vidpipe.track.bytetrack import ByteTrack
-
-    return ByteTrack(config, first_id=first_id)
 
 
 class CompiledByteTrack:
