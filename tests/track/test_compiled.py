@@ -141,6 +141,16 @@ def test_empty_frames_and_mismatched_counts():
         tr.update_frames(np.array([0.3]), np.array([2]), np.zeros((1, 4)), np.zeros(1), np.zeros(1, np.int64))
 
 
+def test_non_finite_times_are_refused_by_both_trackers():
+    box = np.array([[10.0, 10.0, 50.0, 90.0]])
+    for tracker in (ByteTrack(), CompiledByteTrack()):
+        tracker.update(box, [0.9], t=0.0)
+        for bad in (float("inf"), float("nan"), float("-inf")):
+            with pytest.raises(ValueError, match="finite"):
+                tracker.update(box, [0.9], t=bad)
+        assert tracker.update(box, [0.9], t=1 / 30).tolist() == [1]  # the state is untouched
+
+
 def test_engine_choice_and_fallback(monkeypatch, caplog):
     assert resolve_engine("auto") == "compiled"
     assert resolve_engine("numpy") == "numpy"

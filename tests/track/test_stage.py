@@ -100,6 +100,15 @@ def test_frame_time_prefers_capture_time_then_pts_then_index():
     assert frame_time(dataclasses.replace(m, captured_mono=None, pts=None), 30.0) == 1.0
 
 
+def test_frame_time_skips_times_a_corrupt_stream_gives():
+    """NaN or inf (a corrupt file's timestamp, a broken capture clock) is not a time: the next
+    clock is used, down to the frame index."""
+    m = FrameMeta("a", 0, 30, 2.5, 480, 640, captured_mono=float("inf"))
+    assert frame_time(m, 30.0) == 2.5
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        assert frame_time(dataclasses.replace(m, captured_mono=None, pts=bad), 30.0) == 1.0
+
+
 def test_live_frames_age_tracks_by_capture_time(worker):
     """A live stream drops frames: capture times 0.9 s apart keep the track (buffer 1 s) even though
     frame indices and pts say otherwise; 1.2 s apart end it."""

@@ -17,6 +17,7 @@ confirmed uses no id); detections not (yet) in a confirmed track get ``-1``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -171,6 +172,8 @@ class ByteTrack:
         step = 1.0 / cfg.nominal_fps
         if t is None:
             t = (self._t + step) if self._t is not None else 0.0
+        elif not math.isfinite(t):
+            raise ValueError(f"t must be a finite time in seconds, got {t!r}")
         first_frame = self._t is None
         dt = 1.0 if first_frame else (t - self._t) * cfg.nominal_fps  # type: ignore[operator]
         if not dt > 0:  # same or earlier time (a repeated timestamp): one nominal step

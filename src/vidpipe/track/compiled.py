@@ -243,6 +243,8 @@ class CompiledByteTrack:
         counts = np.ascontiguousarray(counts, dtype=np.int64)
         if int(counts.sum()) != total:
             raise ValueError(f"counts add up to {int(counts.sum())}, but there are {total} boxes")
+        if not np.isfinite(times).all():
+            raise ValueError(f"times must be finite times in seconds, got {times[~np.isfinite(times)][0]!r}")
         has_emb = embeddings is not None and cfg.appearance_weight > 0 and total > 0
         if has_emb:
             det_emb = np.array(embeddings, dtype=np.float32).reshape(total, -1)

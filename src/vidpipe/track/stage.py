@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -62,9 +63,9 @@ logger = logging.getLogger(__name__)
 
 def frame_time(meta: "FrameMeta", nominal_fps: float) -> float:
     """The frame's time in seconds on the clock its stream keeps (see the module docstring)."""
-    if meta.captured_mono is not None:
+    if meta.captured_mono is not None and math.isfinite(meta.captured_mono):
         return float(meta.captured_mono)
-    if meta.pts is not None and meta.pts == meta.pts:
+    if meta.pts is not None and math.isfinite(meta.pts):  # (a corrupt stream's NaN or inf: not a time)
         return float(meta.pts)
     return meta.index / nominal_fps
 
