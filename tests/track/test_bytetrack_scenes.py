@@ -190,18 +190,31 @@ def test_options_are_checked():
     assert track_config({"track_buffer": 2}).track_buffer == 2
 
 
+def test_a_new_track_is_confirmed_by_a_low_scored_detection():
+    """An object appears (a high detection: a new, unconfirmed track) and is half hidden in the
+    next frame (a low detection over it): the new track takes it and is confirmed, as in the
+    ``trackers`` package; the paper's ByteTrack gives low detections to confirmed tracks only
+    and drops the new track. An unrelated low detection far away starts nothing."""
+    tr = ByteTrack()
+    assert tr.update(np.zeros((0, 4)), np.zeros(0), t=0.0).tolist() == []  # (the first frame confirms at once)
+    assert tr.update(np.array([[100.0, 100, 140, 200]]), np.array([0.9]), t=1 / 30).tolist() == [-1]
+    out = tr.update(np.array([[102.0, 100, 142, 200], [600, 100, 640, 200]]), np.array([0.3, 0.3]), t=2 / 30)
+    assert out.tolist() == [1, -1]
+    assert tr.active() == 1 and len(tr) == 1
+
+
 def test_low_and_tentative_match_thresholds():
     """A followed object's next detection is low-scored (half hidden) and overlaps the prediction
-    with an IoU of about 0.33: ByteTrack's second association (IoU over 0.5) leaves it out;
-    ``low_match_thresh=0.8`` (IoU over 0.2) takes it. Both thresholds are checked."""
+    with an IoU of about 0.33: the paper's threshold (0.5, an IoU over 0.5) leaves it out; the
+    default (0.8, an IoU over 0.2) takes it. Both thresholds are checked."""
     from vidpipe.errors import ConfigError
 
-    for thresh, want in ((0.5, -1), (0.8, 1)):
-        tr = ByteTrack(low_match_thresh=thresh)
+    for options, want in (({"low_match_thresh": 0.5}, -1), ({"low_match_thresh": 0.8}, 1), ({}, 1)):
+        tr = ByteTrack(**options)
         for f in range(3):
             assert tr.update(np.array([[100.0, 100, 140, 200]]), np.array([0.9]), t=f / 30).tolist() == [1]
         out = tr.update(np.array([[120.0, 100, 160, 200]]), np.array([0.3]), t=3 / 30)
-        assert out.tolist() == [want], thresh
+        assert out.tolist() == [want], options
     for name in ("low_match_thresh", "tentative_match_thresh"):
         with pytest.raises(ConfigError, match=name):
             TrackConfig(**{name: 0.0})

@@ -8,6 +8,7 @@ import pytest
 from vidpipe.track.kalman import KalmanXYAH, full_cov, xyah_to_xyxy, xyxy_to_xyah
 
 POS, VEL = 1 / 20, 1 / 160
+VEL_Q = 1 / 80  # the velocities' process noise: twice ByteTrack's (see vidpipe.track.kalman)
 
 
 def _textbook_predict(mean, cov, dt):
@@ -15,7 +16,7 @@ def _textbook_predict(mean, cov, dt):
     f = np.eye(8)
     f[:4, 4:] = dt * np.eye(4)
     h = mean[3]
-    q = np.diag(np.array([POS * h, POS * h, 1e-2, POS * h, VEL * h, VEL * h, 1e-5, VEL * h]) ** 2)
+    q = np.diag(np.array([POS * h, POS * h, 1e-2, POS * h, VEL_Q * h, VEL_Q * h, 1e-5, VEL_Q * h]) ** 2)
     return f @ mean, f @ cov @ f.T + dt * q
 
 

@@ -369,16 +369,7 @@ def track_batch(
                     cost[a, b] = c
             k = _match(cost, match_t, mr, mc)
             n_pairs = _record(k, rows, high, mr, mc, pair_t, pair_d, n_pairs, matched, used)
-        # 2. confirmed tracks still unmatched <- low detections (IoU only)
-        n_rows = 0
-        for i in range(n):
-            if state[i] != TENTATIVE and not matched[i]:
-                rows[n_rows] = i
-                n_rows += 1
-        if n_rows and n_low:
-            k = _match(_sub(plain, rows, n_rows, low, n_low), low_match_t, mr, mc)
-            n_pairs = _record(k, rows, low, mr, mc, pair_t, pair_d, n_pairs, matched, used)
-        # 3. unconfirmed tracks <- high detections left
+        # 2. unconfirmed tracks <- high detections left
         n_rows = 0
         for i in range(n):
             if state[i] == TENTATIVE:
@@ -393,6 +384,15 @@ def track_batch(
         if n_rows and n_left:
             k = _match(_sub(fused, rows, n_rows, left, n_left), tent_t, mr, mc)
             n_pairs = _record(k, rows, left, mr, mc, pair_t, pair_d, n_pairs, matched, used)
+        # 3. every track still unmatched <- low detections (IoU only)
+        n_rows = 0
+        for i in range(n):
+            if not matched[i]:
+                rows[n_rows] = i
+                n_rows += 1
+        if n_rows and n_low:
+            k = _match(_sub(plain, rows, n_rows, low, n_low), low_match_t, mr, mc)
+            n_pairs = _record(k, rows, low, mr, mc, pair_t, pair_d, n_pairs, matched, used)
         for j in range(nd):
             out[start + j] = -1
         # matched tracks: Kalman update, hits, state, ids (in the order the pairs were made)

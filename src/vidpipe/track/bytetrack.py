@@ -2,10 +2,10 @@
 
 Per frame: every track's Kalman state is moved to the frame's time; detections scored at least
 ``high_thresh`` are associated with the confirmed and lost tracks (IoU, times the score, plus an
-appearance distance when embeddings are given); the tracks still unmatched are then associated
-with the low-scored detections (IoU only), which keeps objects through partial occlusion (unlike the paper, lost
-tracks take part too); new,
-unconfirmed tracks are matched with the high detections left; a track lost for more than
+appearance distance when embeddings are given); new, unconfirmed tracks with the high detections
+left; then every track still unmatched with the low-scored detections (IoU only), which keeps
+objects through partial occlusion (unlike the paper, lost and unconfirmed tracks take part too,
+as in the ``trackers`` package's ByteTrack); a track lost for more than
 ``track_buffer`` seconds (on the frames' clock) is dropped; high detections left over start
 tracks. Every step is vectorised over all tracks (:mod:`vidpipe.track.kalman`,
 :mod:`vidpipe.track.assign`); the state is a few arrays, and ended tracks are removed from them
@@ -227,23 +227,25 @@ class ByteTrack:
             r, c = match(cost, cfg.match_thresh)
             self._pair(pool[r], high[c], pairs_t, pairs_d, matched_t, det_used)
 
-        # 2. confirmed tracks still unmatched <- low detections (IoU only). The paper takes only
-        # the tracks followed until the previous frame; taking the lost ones too lets a track
-        # missed for a frame come back on a partly hidden (low-scored) detection: on the
-        # generated scenes fewer misses, same or fewer switches (vidpipe bench track)
-        rest = _nz((tr.state != TENTATIVE) & ~matched_t)
-        if rest.size and low.size:
-            cost = plain[rest][:, low]
-            r, c = match(cost, cfg.low_match_thresh)
-            self._pair(rest[r], low[c], pairs_t, pairs_d, matched_t, det_used)
-
-        # 3. unconfirmed tracks <- high detections left
+        # 2. unconfirmed tracks <- high detections left
         tent = _nz(tr.state == TENTATIVE)
         high_left = high[~det_used[high]]
         if tent.size and high_left.size:
             cost = fused[tent][:, high_left]
             r, c = match(cost, cfg.tentative_match_thresh)
             self._pair(tent[r], high_left[c], pairs_t, pairs_d, matched_t, det_used)
+
+        # 3. every track still unmatched <- low detections (IoU only). The paper takes only the
+        # tracks followed until the previous frame; taking the lost ones too lets a track missed
+        # for a frame come back on a partly hidden (low-scored) detection, and the unconfirmed
+        # ones too lets an object that is being hidden as it appears keep its new track (as
+        # the trackers package does): on the generated scenes fewer misses, same or fewer
+        # switches (vidpipe bench track)
+        rest = _nz(~matched_t)
+        if rest.size and low.size:
+            cost = plain[rest][:, low]
+            r, c = match(cost, cfg.low_match_thresh)
+            self._pair(rest[r], low[c], pairs_t, pairs_d, matched_t, det_used)
 
         if pairs_t:
             ti = np.concatenate(pairs_t)
