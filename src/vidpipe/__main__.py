@@ -1,7 +1,5 @@
 """``python -m vidpipe`` runs the command line."""
 
-import sys
+from vidpipe.cli import run
 
-from vidpipe.cli import main
-
-sys.exit(main())
+run()

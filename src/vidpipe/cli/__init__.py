@@ -141,5 +141,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def run() -> None:
+    """The ``vidpipe`` command: :func:`main`, then the process ends without Python's teardown
+    (:func:`vidpipe.cli._exit.exit_now`). An exception that escapes ``main`` exits as usual."""
+    code = main()
+    from vidpipe.cli._exit import exit_now
+
+    exit_now(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()
