@@ -125,6 +125,8 @@ def run_e2e_bench(
             if name not in PEERS and name not in STAGE_PEERS:
                 raise ConfigError(f"unknown peer {name!r}; expected some of {', '.join(PEERS)}")
         detector = build_detector(model, device=str(dev))
+        if track:
+            _ready_tracker()
         rows, in_rows, all_targets = [], [], {}
         for label, path in paths:
             info = probe(path)
@@ -425,6 +427,21 @@ def _warm_up(ctx: _Ctx) -> None:
                 pass
         except Exception as exc:  # noqa: BLE001 - the peer's own row will say why
             logger.info("warm-up with %s failed: %s", decoder, exc)
+
+
+def _ready_tracker() -> None:
+    """The compiled tracker loaded (or compiled: a first use on a machine) before the ``+track``
+    rows' clocks, as the model's kernels are: otherwise the first ``+track`` row pays numba's
+    import and cache load (about 0.8 s, holding the GIL) inside its timing, which on the short
+    ``vidpipe-pyav+track`` run was most of the difference to ``vidpipe-pyav``. What a first run
+    on a machine costs is ``vidpipe bench startup``'s question."""
+    from vidpipe.track import TrackerStage
+
+    stage = TrackerStage(worker="inline")
+    try:
+        stage.wait_ready()
+    finally:
+        stage.close()
 
 
 def targets(rows: list[dict], *, device_type: str = "cuda") -> dict:
