@@ -4,9 +4,10 @@ State per track: ``(cx, cy, a, h, vcx, vcy, va, vh)``: box centre, aspect ratio 
 and their velocities (ByteTrack's / DeepSORT's ``xyah`` filter and noise model: standard
 deviations proportional to the box height, ``1/20`` for positions and ``1/160`` for velocities,
 except the velocities' process noise: ``1/80``, twice ByteTrack's. YOLOv3-tiny's boxes on the
-bundled street clip change velocity by about 0.014-0.05 of the height a frame, where ByteTrack's
-model allows 0.006, and on the generated scenes of ``vidpipe bench track`` a filter that follows
-turns sooner keeps more identities: IDF1 +0.006-0.011, same or fewer switches; docs/bench/cpu/track).
+bundled street clip change velocity by about 0.014-0.045 of the height a frame, where ByteTrack's
+model allows 0.006 (``tools/bench-probes/kalman_noise.py``, a rough estimate), and on the
+generated scenes of ``vidpipe bench track`` a filter that follows turns sooner keeps more
+identities: IDF1 +0.007-0.010 over 24 seeds, same or fewer switches; docs/bench/cpu/track).
 Time is in *steps* of ``1 / nominal_fps`` seconds: :meth:`KalmanXYAH.predict` takes ``dt`` in
 steps (1.0 is one ByteTrack frame), so a frame that comes 3 frame-times after the previous one
 (dropped frames, ``frame_skip``) moves the boxes 3 times as far and grows their uncertainty as
