@@ -65,10 +65,11 @@ class TrackBook:
     caller keeps counting across resets and helper processes).
 
     With the compiled engine (:mod:`vidpipe.track.compiled`) the trackers are built in a thread
-    (:meth:`start_building`: numba compiles them, seconds the first time on a machine, or loads
-    them from its cache); until they are ready the numpy :class:`~vidpipe.track.bytetrack.ByteTrack`
-    tracks, and each stream's tracker then hands its tracks over (:class:`~vidpipe.track.snapshot.TrackerSnapshot`):
-    the same ids as if the compiled one had tracked from the start, and no run waits for the build.
+    (:meth:`start_building`: numba loads them from its cache, or the first time on a machine
+    compiles them, in a child process where it can: :mod:`vidpipe.track.prebuild`); until they
+    are ready the numpy :class:`~vidpipe.track.bytetrack.ByteTrack` tracks, and each stream's
+    tracker then hands its tracks over (:class:`~vidpipe.track.snapshot.TrackerSnapshot`): the
+    same ids as if the compiled one had tracked from the start, and no run waits for the build.
     """
 
     def __init__(self, config: TrackConfig, *, engine: Engine = "auto") -> None:
@@ -96,10 +97,17 @@ class TrackBook:
     def _build(self) -> None:
         t0 = time.perf_counter()
         try:
+            from vidpipe.track import _kernel
+            from vidpipe.track.prebuild import build_in_child, needs_compile
+
+            if needs_compile(_kernel) and build_in_child():  # the compile's GIL is the child's
+                logger.info("compiled the tracker in a child process in %.1f s (its first use here; numba "
+                            "caches it for the next runs)", time.perf_counter() - t0)  # fmt: skip
+            t1 = time.perf_counter()
             CompiledByteTrack(self.config).warm_up()
-            if time.perf_counter() - t0 > 2.0:  # loading from the cache takes well under a second
+            if time.perf_counter() - t1 > 2.0:  # loading from the cache takes well under a second
                 logger.info("compiled the tracker in %.1f s (its first use here; numba caches it for the next runs)",
-                            time.perf_counter() - t0)  # fmt: skip
+                            time.perf_counter() - t1)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - numba broken here: the numpy tracker does the same job
             logger.warning("the compiled tracker failed to build (%s: %s); tracking with the numpy one",
                            type(exc).__name__, exc)  # fmt: skip
