@@ -190,12 +190,18 @@ def test_options_are_checked():
     assert track_config({"track_buffer": 2}).track_buffer == 2
 
 
-def test_a_new_track_is_confirmed_by_a_low_scored_detection():
+@pytest.mark.parametrize("engine", ["numpy", "compiled"])
+def test_a_new_track_is_confirmed_by_a_low_scored_detection(engine):
     """An object appears (a high detection: a new, unconfirmed track) and is half hidden in the
     next frame (a low detection over it): the new track takes it and is confirmed, as in the
     ``trackers`` package; the paper's ByteTrack gives low detections to confirmed tracks only
     and drops the new track. An unrelated low detection far away starts nothing."""
-    tr = ByteTrack()
+    if engine == "compiled":
+        pytest.importorskip("numba")
+        from vidpipe.track import CompiledByteTrack as tracker_class
+    else:
+        tracker_class = ByteTrack
+    tr = tracker_class()
     assert tr.update(np.zeros((0, 4)), np.zeros(0), t=0.0).tolist() == []  # (the first frame confirms at once)
     assert tr.update(np.array([[100.0, 100, 140, 200]]), np.array([0.9]), t=1 / 30).tolist() == [-1]
     out = tr.update(np.array([[102.0, 100, 142, 200], [600, 100, 640, 200]]), np.array([0.3, 0.3]), t=2 / 30)
