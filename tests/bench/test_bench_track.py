@@ -25,6 +25,10 @@ def test_bench_track_cli_writes_table_and_json(tmp_path):
     assert [r["scene"] for r in ours] == ["easy", "drops"]
     assert ours[0]["idf1"] > 0.95 and ours[0]["fps"] > 0
     assert data["rate"] == []
+    if any(r["tracker"] == "trackers (matched)" for r in data["scenes"]):  # (trackers installed: CI has it)
+        assert [(t["scene"], t["metric"]) for t in data["targets"]] == [
+            ("easy", "mota"), ("easy", "idf1"), ("drops", "mota"), ("drops", "idf1")]
+        assert "target: MOTA and IDF1 >= trackers (matched)" in p.stdout
     bad = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "track", "--scenes", "nope"],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert bad.returncode == 2 and "unknown --scenes nope" in bad.stderr
@@ -38,3 +42,24 @@ def test_rate_rows_name_the_engine_and_the_table_shows_both():
     assert all(r["fps"] > 0 and r["objects"] == 4 and r["detections_per_frame"] > 2 for r in rows)
     table = TrackBench(rate=rows).table()
     assert "compiled" in table and "numpy" in table and table.count("detections/frame") == 1
+
+
+def test_the_target_is_a_paired_difference_over_the_seeds():
+    """Per scene and metric: the means, the mean of the per-seed differences and its standard
+    error, met where ours is at least theirs; the table says NOT met where it is not."""
+    from vidpipe.bench.track import TrackBench, _paired
+
+    def seeds(*values):
+        return [({"mota": v, "idf1": v + 0.05}, 100, 1.0) for v in values]
+
+    rows = _paired("crowd", seeds(0.90, 0.80), seeds(0.85, 0.82))
+    assert [r["metric"] for r in rows] == ["mota", "idf1"]
+    mota = rows[0]
+    assert mota["vidpipe"] == pytest.approx(0.85) and mota["trackers"] == pytest.approx(0.835)
+    assert mota["diff"] == pytest.approx(0.015) and mota["se"] == pytest.approx(0.035)
+    assert mota["met"] is True
+    worse = _paired("drops", seeds(0.80), seeds(0.81))[0]
+    assert worse["met"] is False and worse["se"] is None
+    table = TrackBench(targets=rows + [worse]).table()
+    assert "crowd     MOTA  0.8500 vs 0.8350: +0.0150 +- 0.0350  met" in table
+    assert "drops     MOTA  0.8000 vs 0.8100: -0.0100  NOT met" in table

@@ -38,9 +38,14 @@ class TrackBench:
     rate: list[dict[str, Any]] = field(default_factory=list)
     clip: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: issue 13's target per scene and metric: ``{scene, metric, seeds, vidpipe, trackers, diff, se, met}``
+    #: against ``trackers (matched)``; ``diff`` the mean paired difference over the seeds, ``se``
+    #: its standard error (``None`` with one seed)
+    targets: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"scenes": self.scenes, "rate": self.rate, "clip": self.clip, "notes": self.notes}
+        return {"scenes": self.scenes, "rate": self.rate, "clip": self.clip, "notes": self.notes,
+                "targets": self.targets}  # fmt: skip
 
     def table(self) -> str:
         lines = ["scene     tracker                MOTA    IDF1   IDsw  frag     FP     FN      fps"]
@@ -63,6 +68,13 @@ class TrackBench:
                     f"  {name:<20} tracks {s['tracks']:4d}  tracked {s['tracked_fraction']:.2f}  median length "
                     f"{s['median_length']:5.1f} frames  short (<5 frames) {s['short_tracks']:3d}"
                 )
+        if self.targets:
+            lines += ["", f"target: MOTA and IDF1 >= trackers (matched), the same detections; the difference "
+                      f"paired over {self.targets[0]['seeds']} seeds (mean +- standard error):"]  # fmt: skip
+            for t in self.targets:
+                se = f" +- {t['se']:.4f}" if t["se"] is not None else ""
+                lines.append(f"  {t['scene']:<9} {t['metric'].upper():<5} {t['vidpipe']:.4f} vs {t['trackers']:.4f}: "
+                             f"{t['diff']:+.4f}{se}  {'met' if t['met'] else 'NOT met'}")  # fmt: skip
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -102,6 +114,8 @@ def run_track_bench(
                 row = {"scene": name, "tracker": label, "seeds": seeds, **_mean([m for m, _, _ in rs])}
                 row["fps"] = sum(f for _, f, _ in rs) / max(sum(s for _, _, s in rs), 1e-9)
                 out.scenes.append(row)
+        if runs["vidpipe"] and runs["trackers (matched)"]:
+            out.targets += _paired(name, runs["vidpipe"], runs["trackers (matched)"])
     if rate:
         from vidpipe.track.compiled import available
 
@@ -109,6 +123,20 @@ def run_track_bench(
         out.rate = [measure_rate(k, device=device, engine=e) for k in (4, 20, 100) for e in engines]
     if clip is not None:
         out.clip = clip_tracks(clip, device=device, with_trackers=have_trackers)
+    return out
+
+
+def _paired(scene: str, ours: list, theirs: list) -> list[dict[str, Any]]:
+    """MOTA and IDF1 of ``ours`` against ``theirs`` (per seed: ``(metrics, frames, seconds)``)."""
+    out = []
+    for metric in ("mota", "idf1"):
+        a = np.array([m[metric] for m, _, _ in ours])
+        b = np.array([m[metric] for m, _, _ in theirs])
+        d = a - b
+        se = float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else None
+        out.append({"scene": scene, "metric": metric, "seeds": int(d.size), "vidpipe": float(a.mean()),
+                    "trackers": float(b.mean()), "diff": float(d.mean()), "se": se,
+                    "met": bool(a.mean() >= b.mean())})  # fmt: skip
     return out
 
 
