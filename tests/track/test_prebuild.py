@@ -59,8 +59,27 @@ def test_a_child_that_fails_says_so_and_leaves_the_build_here(monkeypatch, caplo
 
     monkeypatch.setattr(prebuild.sys, "executable", "/bin/false")
     with caplog.at_level("INFO", logger="vidpipe.track.prebuild"):
-        assert prebuild.build_in_child(timeout=60) is False
+        assert prebuild.build_in_child(timeout=60) == "failed"
     assert "failed (exit 1" in caplog.text and "compiling here" in caplog.text
+
+
+def test_a_child_killed_by_ctrl_c_leaves_the_numpy_tracker(tmp_path, monkeypatch, caplog):
+    """Ctrl-C reaches the compiling child too (one process group): it dies by SIGINT, and the book
+    does not start the same compile in the run's process (the run is ending); numpy tracks on."""
+    from vidpipe.track import TrackConfig, prebuild
+    from vidpipe.track.book import TrackBook
+
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nkill -INT $$\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(prebuild.sys, "executable", str(fake))
+    with caplog.at_level("INFO", logger="vidpipe.track.prebuild"):
+        assert prebuild.build_in_child(timeout=60) == "killed"
+    assert "was killed (signal 2)" in caplog.text
+    monkeypatch.setattr(prebuild, "needs_compile", lambda kernel: True)
+    book = TrackBook(TrackConfig(), engine="compiled")
+    assert book.wait_built(60)
+    assert book.engine == "numpy"
 
 
 def test_needs_compile_cannot_tell_without_numbas_cache():

@@ -100,9 +100,13 @@ class TrackBook:
             from vidpipe.track import _kernel
             from vidpipe.track.prebuild import build_in_child, needs_compile
 
-            if needs_compile(_kernel) and build_in_child():  # the compile's GIL is the child's
+            child = build_in_child() if needs_compile(_kernel) else None  # the compile's GIL is the child's
+            if child == "built":
                 logger.info("compiled the tracker in a child process in %.1f s (its first use here; numba "
                             "caches it for the next runs)", time.perf_counter() - t0)  # fmt: skip
+            elif child == "killed":  # (Ctrl-C reaches the child too: the run is ending)
+                self.engine = "numpy"
+                return
             t1 = time.perf_counter()
             CompiledByteTrack(self.config).warm_up()
             if time.perf_counter() - t1 > 2.0:  # loading from the cache takes well under a second

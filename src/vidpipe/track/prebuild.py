@@ -17,6 +17,7 @@ import logging
 import subprocess
 import sys
 from types import ModuleType
+from typing import Literal
 
 __all__ = ["needs_compile", "build_in_child"]
 
@@ -33,9 +34,11 @@ def needs_compile(kernel: ModuleType) -> bool:
         return False
 
 
-def build_in_child(*, timeout: float = 300.0) -> bool:
-    """Compile the kernel into numba's cache in a child process; ``True`` when it did (the child
-    dies with this process; ``timeout`` seconds at most)."""
+def build_in_child(*, timeout: float = 300.0) -> Literal["built", "failed", "killed"]:
+    """Compile the kernel into numba's cache in a child process (it dies with this process;
+    ``timeout`` seconds at most): ``"built"``; ``"failed"`` (an error or the timeout: the caller
+    may compile in-process); ``"killed"`` by a signal (Ctrl-C, which the terminal sends the whole
+    process group, or the kernel's memory killer: compiling here instead would only repeat it)."""
     from vidpipe.lifetime.keeper import Keeper, python_env
 
     keeper = Keeper("vidpipe-track-prebuild")
@@ -48,13 +51,16 @@ def build_in_child(*, timeout: float = 300.0) -> bool:
             proc.kill()
             proc.communicate()
             logger.info("the tracker's compile in a child process took over %.0f s; compiling here", timeout)
-            return False
+            return "failed"
+        if proc.returncode < 0:
+            logger.info("the tracker's compile in a child process was killed (signal %d)", -proc.returncode)
+            return "killed"
         if proc.returncode != 0:
             tail = err.decode(errors="replace").strip().splitlines()[-1:] if err else []
             logger.info("the tracker's compile in a child process failed (exit %s%s); compiling here",
                         proc.returncode, f": {tail[0]}" if tail else "")  # fmt: skip
-            return False
-        return True
+            return "failed"
+        return "built"
     finally:
         keeper.close()
 
