@@ -435,13 +435,10 @@ def _ready_tracker() -> None:
     import and cache load (about 0.8 s, holding the GIL) inside its timing, which on the short
     ``vidpipe-pyav+track`` run was most of the difference to ``vidpipe-pyav``. What a first run
     on a machine costs is ``vidpipe bench startup``'s question."""
-    from vidpipe.track import TrackerStage
+    from vidpipe.track import TrackConfig
+    from vidpipe.track.book import TrackBook
 
-    stage = TrackerStage(worker="inline")
-    try:
-        stage.wait_ready()
-    finally:
-        stage.close()
+    TrackBook(TrackConfig()).wait_built()
 
 
 def targets(rows: list[dict], *, device_type: str = "cuda") -> dict:

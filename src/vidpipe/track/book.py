@@ -101,17 +101,14 @@ class TrackBook:
             from vidpipe.track.prebuild import build_in_child, needs_compile
 
             child = build_in_child() if needs_compile(_kernel) else None  # the compile's GIL is the child's
-            if child == "built":
-                logger.info("compiled the tracker in a child process in %.1f s (its first use here; numba "
-                            "caches it for the next runs)", time.perf_counter() - t0)  # fmt: skip
-            elif child == "killed":  # (Ctrl-C reaches the child too: the run is ending)
+            if child == "killed":  # (Ctrl-C reaches the child too: the run is ending)
                 self.engine = "numpy"
                 return
-            t1 = time.perf_counter()
-            CompiledByteTrack(self.config).warm_up()
-            if time.perf_counter() - t1 > 2.0:  # loading from the cache takes well under a second
-                logger.info("compiled the tracker in %.1f s (its first use here; numba caches it for the next runs)",
-                            time.perf_counter() - t1)  # fmt: skip
+            CompiledByteTrack(self.config).warm_up()  # loaded from numba's cache, or compiled here
+            took = time.perf_counter() - t0
+            if child == "built" or took > 2.0:  # loading from the cache takes well under a second
+                logger.info("compiled the tracker%s in %.1f s (its first use here; numba caches it for the next runs)",
+                            " in a child process" if child == "built" else "", took)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - numba broken here: the numpy tracker does the same job
             logger.warning("the compiled tracker failed to build (%s: %s); tracking with the numpy one",
                            type(exc).__name__, exc)  # fmt: skip
