@@ -59,6 +59,18 @@ def test_max_det_per_frame_keeps_the_best():
     assert d.scores.tolist() == pytest.approx([0.75, 0.7, 0.65, 0.9, 0.85, 0.8])
 
 
+@pytest.mark.parametrize("max_det", [3, 4, 5, 6])
+def test_max_det_caps_only_the_frames_over_it(max_det):
+    # the batch keeps 5 + 1 + 0 rows: at max_det >= 6 nothing is cut (the batch's total decides, no
+    # host sync); below it, only frame 0 loses rows, its lowest-scored
+    row = [[i * 20.0, 0.0, i * 20.0 + 10.0, 10.0] for i in range(5)]
+    scores = [[0.5, 0.9, 0.4, 0.8, 0.3], [0.1, 0.1, 0.6, 0.1, 0.1], [0.1] * 5]
+    d = nms(_cand([row] * 3, scores, [[0] * 5] * 3), max_det=max_det)
+    first = [0.9, 0.8, 0.5, 0.4, 0.3][:max_det]
+    assert d.frame.tolist() == [0] * len(first) + [1]
+    assert d.scores.tolist() == pytest.approx([*first, 0.6])
+
+
 def test_max_candidates_caps_per_frame():
     boxes = [[[i * 20.0, 0.0, i * 20.0 + 10.0, 10.0] for i in range(6)]]
     d = nms(_cand(boxes, [[0.5, 0.9, 0.4, 0.8, 0.3, 0.7]], [[0] * 6]), max_candidates=2)

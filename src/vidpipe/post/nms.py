@@ -127,16 +127,24 @@ def nms(
     else:
         keep = torch.argsort(scores, descending=True)
     keep = keep[torch.argsort(frame[keep], stable=True)]  # by frame, score order kept within
-    kept_frames = frame[keep]
-    counts = torch.zeros(b, dtype=torch.int64, device=keep.device).scatter_add_(
-        0, kept_frames, torch.ones_like(kept_frames)
-    )
-    starts = counts.cumsum(0) - counts
-    rank = torch.arange(keep.numel(), device=keep.device) - starts[kept_frames]
-    keep = keep[rank < max_det]
+    if keep.numel() > max_det:  # (its size is on the host: no frame can hold more than the batch keeps)
+        keep = _cap_per_frame(keep, frame[keep], b, max_det)
     return Detections(
         boxes=boxes[keep],
         scores=scores[keep],
         class_ids=class_ids[keep].long(),
         frame=frame[keep],
     )
+
+
+def _cap_per_frame(keep: "torch.Tensor", kept_frames: "torch.Tensor", b: int, max_det: int) -> "torch.Tensor":
+    """``keep`` (sorted by frame, best first within a frame) less each frame's rows after its
+    ``max_det``-th (one host synchronisation: the boolean index)."""
+    import torch
+
+    counts = torch.zeros(b, dtype=torch.int64, device=keep.device).scatter_add_(
+        0, kept_frames, torch.ones_like(kept_frames)
+    )
+    starts = counts.cumsum(0) - counts
+    rank = torch.arange(keep.numel(), device=keep.device) - starts[kept_frames]
+    return keep[rank < max_det]
