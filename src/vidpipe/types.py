@@ -405,7 +405,9 @@ class Detections:
     def split(self, num_frames: int) -> "list[Detections]":
         """One :class:`Detections` per frame of the batch (``frame`` reset to 0), in order.
 
-        Sorts by frame once and slices, so the cost is one sort, not one mask per frame.
+        Sorts by frame once and splits each column once (views), so the cost is one sort and a
+        few calls, not one mask or slice per frame; the parts are made without ``__post_init__``'s
+        checks (slices of checked columns: half of this method's time on the run's thread).
         """
         import torch
 
@@ -414,21 +416,17 @@ class Detections:
             return [empty] * num_frames
         order = torch.argsort(self.frame, stable=True)
         d = self.select(order)
-        counts = torch.bincount(d.frame, minlength=num_frames).tolist()
-        zeros = torch.zeros((max(counts[:num_frames], default=0),), dtype=torch.int64, device=d.device)
-        out, start = [], 0
-        for c in counts[:num_frames]:
-            sl = slice(start, start + c)
-            out.append(
-                Detections(
-                    d.boxes[sl],
-                    d.scores[sl],
-                    d.class_ids[sl],
-                    zeros[:c],  # one shared buffer of zeros, not one allocation per frame
-                    None if d.track_ids is None else d.track_ids[sl],
-                )
-            )
-            start += c
+        counts = torch.bincount(d.frame, minlength=num_frames).tolist()[:num_frames]
+        sizes = counts + [len(d) - sum(counts)]  # (rows of frames >= num_frames, if any: dropped)
+        zeros = torch.zeros((len(d),), dtype=torch.int64, device=d.device)  # every part's frame 0: one buffer
+        columns = [t.split(sizes)[:num_frames] for t in (d.boxes, d.scores, d.class_ids, zeros)]
+        tracks = d.track_ids.split(sizes)[:num_frames] if d.track_ids is not None else (None,) * len(counts)
+        new = object.__new__
+        out = []
+        for b, s, c, f, t in zip(*columns, tracks):
+            part = new(Detections)
+            part.__dict__.update(boxes=b, scores=s, class_ids=c, frame=f, track_ids=t)
+            out.append(part)
         return out
 
     def to_supervision(self, names: "Sequence[str] | None" = None) -> "supervision.Detections":
