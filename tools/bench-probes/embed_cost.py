@@ -7,7 +7,7 @@ weights, FP16, 512-D: no download), as it is and compiled by ``torch.compile`` (
 stage as the model); the same with the built-in colour-grid embedder. Prints frames/s, the ratio
 to plain and the stages' ms per frame. Run with PYTHONPATH pointing at vidpipe's src:
 
-    python tools/bench-probes/embed_cost.py [--frames 3000] [--dir /root/media] [--repeat 2]
+    python tools/bench-probes/embed_cost.py [--frames 3000] [--dir /root/media] [--repeat 2] [--size 256x128]
 
 Each config runs once on 64 + (frames mod 32) frames first (cuDNN picks its algorithms for the run's batch shapes
 there, NVDEC sessions open), then ``--repeat`` times on the whole clip; the best counts.
@@ -79,7 +79,9 @@ def main():
     ap.add_argument("--frames", type=int, default=3000)
     ap.add_argument("--dir", default="/root/media")
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--size", default="256x128", help="crop height x width (ReID: 256x128; DeepSORT's net: 128x64)")
     a = ap.parse_args()
+    size = tuple(int(v) for v in a.size.split("x"))
     torch.backends.cudnn.benchmark = True
     clip = generate_video("1080p-h264", a.dir, frames=a.frames)
     net = resnet18_embedder().cuda()
@@ -87,14 +89,14 @@ def main():
     compiled = torch.compile(net)
     with torch.inference_mode():
         for n in (960, 480, 30):  # the batch shapes of a run: full batches, the last one, a probe
-            compiled(torch.zeros((n, 3, 256, 128), dtype=torch.float16, device="cuda"))
+            compiled(torch.zeros((n, 3, *size), dtype=torch.float16, device="cuda"))
     print(f"torch.compile of the embedder: {time.perf_counter() - t0:.0f} s", flush=True)
     configs = {
         "plain": lambda: dict(),
         "keep_frames": lambda: dict(keep_frames=True),
-        "30 boxes, resnet18 512-D fp16": lambda: dict(stages=[ThirtyBoxes(), EmbedStage(net, batch_size=1024)]),
-        "30 boxes, resnet18 torch.compile": lambda: dict(stages=[ThirtyBoxes(), EmbedStage(compiled, batch_size=1024)]),
-        "30 boxes, colour grid 24-D": lambda: dict(stages=[ThirtyBoxes(), EmbedStage(None)]),
+        "30 boxes, resnet18 512-D fp16": lambda: dict(stages=[ThirtyBoxes(), EmbedStage(net, size=size, batch_size=1024)]),
+        "30 boxes, resnet18 torch.compile": lambda: dict(stages=[ThirtyBoxes(), EmbedStage(compiled, size=size, batch_size=1024)]),
+        "30 boxes, colour grid 24-D": lambda: dict(stages=[ThirtyBoxes(), EmbedStage(None, size=size)]),
     }
     base = None
     print(f"{'config':34s} {'frames':>7s} {'fps':>9s} {'ratio':>6s}  ms/frame by stage")
