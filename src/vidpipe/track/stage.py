@@ -31,7 +31,9 @@ compiled (8,100 numpy), 98,000 with 20 (6,300), 19,000 with 100 (2,600). In a re
 host the stage took 0.026-0.036 ms a frame of the run's thread (the GIL shared with the run's
 other threads triples its cost alone), tracked runs 0.89-0.97x the untracked rate
 (``docs/bench/h200/track-compiled``; the numpy tracker in its helper process: 0.77-0.86x on crowded
-footage, where one core running numpy was the limit).
+footage, where one core running numpy was the limit); since the post-processing's CUDA stream
+outranks the model's, the run's thread has room for it: 0.96-1.01x on an H200
+(``docs/bench/h200/post-priority``).
 """
 
 from __future__ import annotations
