@@ -19,8 +19,9 @@ class TrackConfig:
     Attributes:
         high_thresh: detections scored at least this take part in the first association and may
             start tracks (ByteTrack's ``track_thresh``).
-        low_thresh: detections scored from this up to ``high_thresh`` only extend tracks that are
-            being followed (the low association); lower ones are ignored.
+        low_thresh: detections scored from this up to ``high_thresh`` only extend tracks (any
+            track the high detections left unmatched, in the low association), never start one;
+            lower ones are ignored.
         new_track_thresh: an unmatched detection scored at least this starts a track
             (ByteTrack: ``track_thresh + 0.1``).
         match_thresh: the first association accepts a pair whose cost ``1 - IoU`` (``1 - IoU *
