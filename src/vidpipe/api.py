@@ -171,6 +171,10 @@ def detect(
             failed.append((src, str(exc)))
     if not specs:
         raise SourceError("none of the inputs can be read: " + "; ".join(reason for _, reason in failed))
+    from vidpipe.prewarm import start_prewarm  # host-side start-up work beside the model's load
+
+    on = str(getattr(model, "device", device))  # a loaded model's device, else the option
+    start_prewarm(specs, device=on, decoder=decoder, options=config.decode_options())
     detector = build_detector(
         model,
         device=device,

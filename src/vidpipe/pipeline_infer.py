@@ -61,9 +61,11 @@ def _warm_preprocessing(device: Any, detector: "Detector") -> None:
     try:
         import torch
 
+        from vidpipe.ops import triton_kernels
         from vidpipe.ops.fused import yuv_letterbox
         from vidpipe.types import ColorSpec, FrameBatch, FrameMeta
 
+        triton_kernels.prepare_cache_key()  # or wait for vidpipe.prewarm's thread computing it
         nv12 = torch.full((1, 96, 64), 128, dtype=torch.uint8, device=device)
         batch = FrameBatch(nv12, (FrameMeta("<warm-up>", 0, 0, None, 64, 64),), "nv12", ColorSpec("bt709", "limited"))
         yuv_letterbox(batch, detector.input_size, dtype=detector.dtype)
@@ -125,9 +127,11 @@ class Inference:
     def warm_up(self, *, nv12: bool = True) -> None:
         """On a GPU: the CUDA graph, cuDNN and (``nv12``: a source may deliver NVDEC's frames)
         the fused NV12 preprocessing kernels, before the clock starts (``warmup_s``); nothing on
-        the CPU. The NV12 kernels (Triton) take about 0.7 s in a fresh process on an H200, from
-        Triton's cache too: a run of PyAV sources skips them; an NVDEC run that compiled them at
-        its first batch instead took 1 s longer (its decode threads and the compile contend)."""
+        the CPU. The NV12 kernels (Triton) took about 1 s in a fresh process on an H200, from
+        Triton's cache too, 0.7 s of it Triton's key of its installation: :mod:`vidpipe.prewarm`
+        computes that beside the model's load now (the warm-up went from 1.55-1.76 s to
+        0.82-1.06 s). A run of PyAV sources skips them; an NVDEC run that compiled them at its
+        first batch instead took 1 s longer (its decode threads and the compile contend)."""
         if self.device.type != "cuda":
             return
         t0 = time.perf_counter()

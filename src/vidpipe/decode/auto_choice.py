@@ -42,7 +42,7 @@ from vidpipe.decode.base import DecodeOptions, StreamInfo
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["PYAV_FRAMES_BELOW", "MEASURED_PYAV_CPUS", "frames_to_decode", "pyav_finishes_first"]
+__all__ = ["PYAV_FRAMES_BELOW", "MEASURED_PYAV_CPUS", "frames_to_decode", "pyav_frame_limit", "pyav_finishes_first"]
 
 #: ``(least pixels a frame, frames below which PyAV finishes first)``, largest size class first
 PYAV_FRAMES_BELOW: tuple[tuple[int, int], ...] = ((1_500_000, 300), (500_000, 2_000), (0, 2_400))
@@ -78,13 +78,19 @@ def pyav_finishes_first(info: StreamInfo, device: "torch.device", frames: int | 
     """
     if frames is None or _nvdec_started(info, device):
         return None
-    pixels = info.width * info.height
-    limit = next(n for least, n in PYAV_FRAMES_BELOW if pixels >= least)
-    limit = int(limit * min(1.0, max(1, cpus) / MEASURED_PYAV_CPUS))
+    limit = pyav_frame_limit(info, cpus=cpus)
     if frames >= limit:
         return None
     return (f"a short file ({frames} frames of {info.width}x{info.height}, fewer than {limit}): PyAV finishes "
             "before NVDEC's sessions would start")
+
+
+def pyav_frame_limit(info: StreamInfo, *, cpus: int) -> int:
+    """The frames of ``info``'s size below which PyAV finishes first with ``cpus`` CPUs
+    (:data:`PYAV_FRAMES_BELOW`, shrunk in proportion below :data:`MEASURED_PYAV_CPUS`)."""
+    pixels = info.width * info.height
+    limit = next(n for least, n in PYAV_FRAMES_BELOW if pixels >= least)
+    return int(limit * min(1.0, max(1, cpus) / MEASURED_PYAV_CPUS))
 
 
 def _nvdec_started(info: StreamInfo, device: "torch.device") -> bool:

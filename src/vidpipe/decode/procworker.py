@@ -342,10 +342,15 @@ def main() -> NoReturn:
     parent = int(os.environ["VIDPIPE_PROC_PARENT"])
     watch_parent(parent, int(os.environ["VIDPIPE_PROC_WATCH"]))
     conn = Connection(int(os.environ["VIDPIPE_PROC_FD"]))
+    device = os.environ.get("VIDPIPE_PROC_DEVICE", "")
+    warm_for = os.environ.get("VIDPIPE_PROC_WARM") if device.startswith("cuda") else None
+    if warm_for:  # the NVDEC caps its sessions ask for, while PyTorch imports (vidpipe.prewarm)
+        from vidpipe.prewarm import start_caps_prewarm
+
+        start_caps_prewarm(warm_for, int(device.partition(":")[2] or 0))
 
     import torch.multiprocessing  # noqa: F401 - registers the CUDA tensor pickling (IPC handles)
 
-    device = os.environ.get("VIDPIPE_PROC_DEVICE", "")
     if device.startswith("cuda"):  # the CUDA context inside the pool's start, not the first decode's
         try:
             torch.zeros(1, device=device)
@@ -358,8 +363,8 @@ def main() -> NoReturn:
 
     for handler in logging.getLogger().handlers:  # live streams log their URLs: never a password
         handler.addFilter(RedactingFilter())
-    if device.startswith("cuda") and os.environ.get("VIDPIPE_PROC_WARM"):
-        _warm_at_start(os.environ["VIDPIPE_PROC_WARM"], device, int(os.environ.get("VIDPIPE_PROC_COUNT", "1")))
+    if warm_for:
+        _warm_at_start(warm_for, device, int(os.environ.get("VIDPIPE_PROC_COUNT", "1")))
     conn.send(("hello", os.getpid()))
     try:
         told = serve(conn)

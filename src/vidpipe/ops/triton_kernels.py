@@ -27,6 +27,7 @@ column, ``K`` source indices and normalised weights; the same weights as
 from __future__ import annotations
 
 import os
+import threading
 
 try:  # pragma: no cover - exercised on the GPU host
     import triton
@@ -38,7 +39,10 @@ except Exception as exc:  # noqa: BLE001 - ImportError, or a broken install (dri
     tl = None
     _IMPORT_ERROR = exc
 
-__all__ = ["available", "unavailable_reason", "interpreting"]
+__all__ = ["available", "unavailable_reason", "interpreting", "prepare_cache_key"]
+
+#: held while Triton's own cache key is computed (:func:`prepare_cache_key`): one computation
+_KEY_LOCK = threading.Lock()
 
 
 def available() -> bool:
@@ -53,6 +57,38 @@ def unavailable_reason() -> str:
 def interpreting() -> bool:
     """True under ``TRITON_INTERPRET=1`` (kernels run on CPU tensors; used to test on CPU)."""
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def prepare_cache_key() -> bool:
+    """Compute Triton's cache key of its own installation now, once per process (``True`` when it
+    is ready; ``False`` without Triton or where this version keeps it elsewhere).
+
+    Triton keys every kernel's cache entry with a hash of its compiler, its backends and its
+    ``libtriton`` library, computed at the first kernel of a process: about 0.7 s on an H200
+    host (``docs/bench/h200/startup-prep``), paid in front of the first NV12 batch even when the
+    kernels come from Triton's disk cache. The hashing reads files and releases the GIL, so a
+    thread can do it while the model loads (:mod:`vidpipe.prewarm`). No CUDA call. Callers
+    that come while a thread is at it wait for it instead of hashing twice."""
+    if triton is None:
+        return False
+    import importlib
+
+    key_fn = None
+    for module in ("triton.runtime.cache", "triton.compiler.compiler"):  # where Triton 3.x keeps it
+        try:
+            key_fn = getattr(importlib.import_module(module), "triton_key", None)
+        except Exception:  # noqa: BLE001 - another layout: the first kernel computes it
+            key_fn = None
+        if callable(key_fn):
+            break
+    if not callable(key_fn):
+        return False
+    with _KEY_LOCK:
+        try:
+            key_fn()  # functools.lru_cache'd by Triton: later calls return the value
+        except Exception:  # noqa: BLE001 - an optimisation: the first kernel computes it (and says why)
+            return False
+    return True
 
 
 if triton is not None:  # pragma: no cover - compiled and run on the GPU host

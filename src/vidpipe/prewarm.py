@@ -1,0 +1,115 @@
+"""Host-side start-up work of a GPU run, done in a thread while the model loads.
+
+On a GPU, ``vidpipe.detect`` loads the model, captures its CUDA graph and warms the NV12
+preprocessing kernels one after another on the caller's thread, then starts the decode. Two parts
+of that need neither the model nor a CUDA stream, and mostly wait on files or on the driver:
+
+- Triton's cache key of its own installation
+  (:func:`vidpipe.ops.triton_kernels.prepare_cache_key`: about 0.7 s on an H200 host, hashing
+  ``libtriton`` with the GIL released), paid before the first NV12 kernel even when the kernel
+  comes from Triton's disk cache;
+- the NVDEC capabilities the decoder's choice asks the driver for
+  (:func:`~vidpipe.decode.nvdec_caps.query_caps`, 0.2-0.4 s each, cached for the process).
+
+:func:`start_prewarm` does them in a daemon thread, which ``vidpipe.detect`` starts before it
+loads the model, only where the run will likely decode NVDEC's NV12 frames: a GPU device
+(judged without PyTorch), ``decoder`` ``auto`` or ``nvdec``, PyNvVideoCodec installed, and a live
+stream or a video file that ``auto`` would not read with PyAV
+(:func:`~vidpipe.decode.auto_choice.pyav_frame_limit`). The run's own calls find the results
+cached, or wait for the thread's call in progress (their locks), so nothing is done twice. A
+failure here is only logged at debug level: the run's own call meets it again and reports it.
+
+A decoder process (:mod:`vidpipe.decode.procworker`) asks the same NVDEC capabilities before it
+starts its share of a long file's sessions: :func:`start_caps_prewarm` asks them in a thread
+while the process imports PyTorch, which its sessions need and the capabilities do not.
+Measured in ``docs/bench/h200/startup-prep``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vidpipe.decode.base import DecodeOptions
+    from vidpipe.sources.spec import SourceSpec
+
+__all__ = ["start_prewarm", "start_caps_prewarm"]
+
+logger = logging.getLogger(__name__)
+
+
+def start_prewarm(
+    specs: "Sequence[SourceSpec | Any]", *, device: str, decoder: str, options: "DecodeOptions | None" = None
+) -> threading.Thread | None:
+    """Start the start-up preparation of a run of ``specs`` (see the module docstring) in a daemon
+    thread and return it (``None``: not a run that decodes NVDEC frames; nothing started). Never
+    raises and never waits.
+
+    Args:
+        specs: the run's inputs (:class:`~vidpipe.sources.spec.SourceSpec`; other objects, such as
+            a :class:`~vidpipe.sources.base.Source`, are not looked at).
+        device, decoder: the run's options, as given (``"auto"``, ``"cuda:1"``, ...).
+        options: the run's frame selection (``start``, ``end``, ``max_frames``, ``frame_skip``),
+            for the length ``auto`` judges a single file by.
+    """
+    from vidpipe.decode.prestart import gpu_name
+
+    if decoder not in ("auto", "nvdec"):
+        return None
+    name = gpu_name(device)
+    videos = [s for s in specs if getattr(s, "kind", None) in ("file", "live")]
+    if name is None or not videos or importlib.util.find_spec("PyNvVideoCodec") is None:
+        return None
+    first = videos[0]
+    short_rule = decoder == "auto" and len(specs) == 1  # auto's short-file rule: a run's only input
+    path = first.location if first.kind == "file" else None
+    return _started(path, int(name.split(":")[1]), triton=True, short_rule=short_rule, options=options)
+
+
+def start_caps_prewarm(path: str, gpu: int) -> threading.Thread:
+    """Ask the NVDEC capabilities of the video file ``path``'s stream on GPU ``gpu`` (a CUDA
+    ordinal) in a daemon thread, before PyTorch is imported (a decoder process's start: see the
+    module docstring). Never raises."""
+    return _started(path, gpu, triton=False, short_rule=False, options=None)
+
+
+def _started(*args: Any, **kwargs: Any) -> threading.Thread:
+    thread = threading.Thread(target=_prepare, args=args, kwargs=kwargs, name="vidpipe-prewarm", daemon=True)
+    thread.start()
+    return thread
+
+
+def _prepare(path: str | None, gpu: int, *, triton: bool, short_rule: bool, options: "DecodeOptions | None") -> None:
+    """Probe ``path`` (``None``: a live stream), then Triton's key (``triton``) and the caps."""
+    try:
+        info = None
+        if path is not None:
+            from vidpipe.decode.probe import probe
+
+            info = probe(path)
+            if short_rule and _pyav_reads(info, options):
+                return  # the run reads it with PyAV: no NV12 kernel, no NVDEC session
+        if triton:
+            from vidpipe.ops import triton_kernels
+
+            triton_kernels.prepare_cache_key()
+        from vidpipe.decode.nvdec_caps import query_caps, stream_unsupported
+
+        query_caps(gpu, "h264", "420", 8)  # what nvdec_unavailable asks first
+        if info is not None:
+            stream_unsupported(info, lambda codec, chroma, bits: query_caps(gpu, codec, chroma, bits))
+    except Exception as exc:  # noqa: BLE001 - an optimisation: the run meets and reports any failure
+        logger.debug("start-up preparation stopped: %s: %s", type(exc).__name__, exc)
+
+
+def _pyav_reads(info: Any, options: "DecodeOptions | None") -> bool:
+    """``auto`` reads this only input with PyAV (shorter than :func:`pyav_frame_limit`)."""
+    from vidpipe._cpus import usable_cpus
+    from vidpipe.decode.auto_choice import frames_to_decode, pyav_frame_limit
+
+    frames = frames_to_decode(info, options)
+    return frames is not None and frames < pyav_frame_limit(info, cpus=usable_cpus())

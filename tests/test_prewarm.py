@@ -1,0 +1,65 @@
+"""vidpipe.prewarm: which runs start the host-side preparation thread, the short-file rule it
+shares with ``auto``'s choice, and Triton's cache key computed once however many threads ask."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from vidpipe.decode.auto_choice import pyav_frame_limit
+from vidpipe.decode.base import DecodeOptions
+from vidpipe.decode.probe import probe
+from vidpipe.prewarm import _pyav_reads, start_prewarm
+from vidpipe.sources.spec import SourceSpec
+
+
+@pytest.mark.parametrize(
+    ("kind", "device", "decoder"),
+    [("file", "cpu", "auto"), ("file", "cuda", "pyav"), ("file", "auto", "dali"), ("images", "cuda", "auto")],
+)
+def test_no_thread_for_a_run_without_nvdec_frames(tmp_path, kind, device, decoder):
+    spec = SourceSpec(kind=kind, location=str(tmp_path))
+    assert start_prewarm([spec], device=device, decoder=decoder) is None
+
+
+def test_no_thread_without_an_nvidia_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU visible, judged without PyTorch
+    spec = SourceSpec(kind="file", location=str(tmp_path / "a.mp4"))
+    assert start_prewarm([spec], device="cuda", decoder="auto") is None
+
+
+def test_the_short_file_rule_is_autos(make_clip):
+    """A short only input is read with PyAV (no NV12 kernel to prepare); a long one, or one cut
+    to fewer frames by the options, is judged by the frames the run decodes."""
+    info = probe(make_clip(".mp4", frames=30).path)
+    assert _pyav_reads(info, None)  # 30 frames: below every size class's limit at any CPU count
+    long = dataclasses.replace(info, frame_count=100_000)
+    assert not _pyav_reads(long, None)
+    assert _pyav_reads(long, DecodeOptions(max_frames=10))
+    limit = pyav_frame_limit(long, cpus=1)
+    assert limit == 2_400 // 8  # a small frame, one CPU: the 8-CPU measurement shrunk
+    assert pyav_frame_limit(long, cpus=64) == 2_400
+
+
+def test_tritons_cache_key_is_computed_once_for_every_thread():
+    pytest.importorskip("triton")
+    code = textwrap.dedent(
+        """
+        import threading
+        from vidpipe.ops import triton_kernels as tk
+        import triton.runtime.cache as c
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(tk.prepare_cache_key())) for _ in range(4)]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        info = c.triton_key.cache_info()
+        print(results, info.misses, info.currsize)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["[True,", "True,", "True,", "True]", "1", "1"], out.stdout
