@@ -63,3 +63,18 @@ def test_tritons_cache_key_is_computed_once_for_every_thread():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["[True,", "True,", "True,", "True]", "1", "1"], out.stdout
+
+
+@pytest.mark.parametrize("what", ["missing", "not-video", "folder"])
+def test_a_bad_input_stops_the_preparation_quietly(tmp_path, what, caplog):
+    """The thread never raises: a file that is gone, not a video or a folder is logged at debug
+    level and left to the run, which reports it (a live stream's URL never reaches it: it
+    prepares no file then)."""
+    from vidpipe.prewarm import _prepare
+
+    path = {"missing": tmp_path / "gone.mp4", "not-video": tmp_path / "a.mp4", "folder": tmp_path}[what]
+    if what == "not-video":
+        path.write_bytes(b"not a video" * 100)
+    with caplog.at_level("DEBUG", logger="vidpipe.prewarm"):
+        _prepare(str(path), 0, triton=False, short_rule=True, options=None)  # returns: no raise
+    assert "start-up preparation stopped" in caplog.text

@@ -42,9 +42,7 @@ def replace_unchecked(obj: _T, **changes: object) -> _T:
     (a tracker's ids, results with them: the checks were a third of that cost on the run's
     thread)."""
     out = object.__new__(type(obj))
-    out.__dict__.update(obj.__dict__)
-    for name, value in changes.items():
-        object.__setattr__(out, name, value)
+    out.__dict__.update(obj.__dict__, **changes)  # (a frozen dataclass's __dict__ takes them as they are)
     return out
 
 
@@ -421,13 +419,8 @@ class Detections:
         zeros = torch.zeros((len(d),), dtype=torch.int64, device=d.device)  # every part's frame 0: one buffer
         columns = [t.split(sizes)[:num_frames] for t in (d.boxes, d.scores, d.class_ids, zeros)]
         tracks = d.track_ids.split(sizes)[:num_frames] if d.track_ids is not None else (None,) * len(counts)
-        new = object.__new__
-        out = []
-        for b, s, c, f, t in zip(*columns, tracks):
-            part = new(Detections)
-            part.__dict__.update(boxes=b, scores=s, class_ids=c, frame=f, track_ids=t)
-            out.append(part)
-        return out
+        return [replace_unchecked(d, boxes=b, scores=s, class_ids=c, frame=f, track_ids=t)
+                for b, s, c, f, t in zip(*columns, tracks)]  # fmt: skip
 
     def to_supervision(self, names: "Sequence[str] | None" = None) -> "supervision.Detections":
         """These detections (of one frame) as ``supervision.Detections`` (optional extra
