@@ -78,3 +78,18 @@ def test_a_bad_input_stops_the_preparation_quietly(tmp_path, what, caplog):
     with caplog.at_level("DEBUG", logger="vidpipe.prewarm"):
         _prepare(str(path), 0, triton=False, short_rule=True, options=None)  # returns: no raise
     assert "start-up preparation stopped" in caplog.text
+
+
+@pytest.mark.parametrize("what", ["missing", "not-video", "folder"])
+def test_a_decoder_process_given_a_bad_file_starts_no_session_and_waits_for_nothing(tmp_path, what):
+    """A decoder process's preparation (``ChildPrewarm``) for a file that is gone, not a video or
+    a folder ends with no session and no stream info: the process then says hello as before and
+    the parent's decode reports the file."""
+    from vidpipe.prewarm import ChildPrewarm
+
+    path = {"missing": tmp_path / "gone.mp4", "not-video": tmp_path / "a.mp4", "folder": tmp_path}[what]
+    if what == "not-video":
+        path.write_bytes(b"not a video" * 100)
+    early = ChildPrewarm(str(path), 0, processes=4)
+    assert early.sessions() == [] and early.info is None
+    assert early.sessions() == []  # asked again: still none, no raise

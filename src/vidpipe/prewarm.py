@@ -19,10 +19,12 @@ stream or a video file that ``auto`` would not read with PyAV
 cached, or wait for the thread's call in progress (their locks), so nothing is done twice. A
 failure here is only logged at debug level: the run's own call meets it again and reports it.
 
-A decoder process (:mod:`vidpipe.decode.procworker`) asks the same NVDEC capabilities before it
-starts its share of a long file's sessions: :func:`start_caps_prewarm` asks them in a thread
-while the process imports PyTorch, which its sessions need and the capabilities do not.
-Measured in ``docs/bench/h200/startup-prep``.
+A decoder process (:mod:`vidpipe.decode.procworker`) started for a long file asks the same NVDEC
+capabilities, then starts its share of the file's sessions. :class:`ChildPrewarm` does both in a
+thread while the process imports PyTorch, which neither needs: the sessions start on the GPU's
+primary context and streams taken from the CUDA driver (:mod:`vidpipe.decode.nvdec_early`), and
+join the process's pool once PyTorch is in. Measured in ``docs/bench/h200/startup-prep`` and
+``docs/bench/h200/child-start``.
 """
 
 from __future__ import annotations
@@ -34,10 +36,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from vidpipe.decode.base import DecodeOptions
+    from vidpipe.decode.base import DecodeOptions, StreamInfo
+    from vidpipe.decode.nvdec import NvdecSession
     from vidpipe.sources.spec import SourceSpec
 
-__all__ = ["start_prewarm", "start_caps_prewarm"]
+__all__ = ["start_prewarm", "ChildPrewarm"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,11 +73,42 @@ def start_prewarm(
     return _started(path, int(name.split(":")[1]), triton=True, short_rule=short_rule, options=options)
 
 
-def start_caps_prewarm(path: str, gpu: int) -> threading.Thread:
-    """Ask the NVDEC capabilities of the video file ``path``'s stream on GPU ``gpu`` (a CUDA
-    ordinal) in a daemon thread, before PyTorch is imported (a decoder process's start: see the
-    module docstring). Never raises."""
-    return _started(path, gpu, triton=False, short_rule=False, options=None)
+class ChildPrewarm:
+    """A decoder process's start-up preparation for the video file ``path`` on GPU ``gpu`` (a CUDA
+    ordinal), begun in a daemon thread before PyTorch is imported (see the module docstring): the
+    file's probe, the NVDEC caps of its stream, then this process's share of the NVDEC sessions
+    the parent's decode of it runs over ``processes`` decoder processes
+    (:func:`~vidpipe.decode.procpool.sessions_per_process`).
+    Never raises: a failure is logged at debug level and leaves fewer (or no) sessions, which
+    the process then starts itself."""
+
+    def __init__(self, path: str, gpu: int, *, processes: int) -> None:
+        self.info: "StreamInfo | None" = None  # the file's probe, once the thread has it
+        self._sessions: "list[NvdecSession]" = []
+        self._thread = threading.Thread(target=self._run, args=(path, gpu, processes), name="vidpipe-prewarm",
+                                        daemon=True)  # fmt: skip
+        self._thread.start()
+
+    def _run(self, path: str, gpu: int, processes: int) -> None:
+        info = _prepare(path, gpu, triton=False, short_rule=False, options=None)
+        if info is None:
+            return
+        self.info = info
+        try:
+            from vidpipe.decode.nvdec import default_workers
+            from vidpipe.decode.nvdec_early import start_sessions
+            from vidpipe.decode.procpool import sessions_per_process
+
+            self._sessions = start_sessions(info, gpu, sessions_per_process(default_workers(gpu, info.codec), processes))
+        except Exception as exc:  # noqa: BLE001 - the process starts its sessions itself
+            logger.debug("no NVDEC sessions started before PyTorch: %s: %s", type(exc).__name__, exc)
+
+    def sessions(self) -> "list[NvdecSession]":
+        """Wait for the thread; the sessions it started (none where it could not), once: they
+        still need their PyTorch stream (``adopt_stream``) before they go to the pool."""
+        self._thread.join()
+        started, self._sessions = self._sessions, []
+        return started
 
 
 def _started(*args: Any, **kwargs: Any) -> threading.Thread:
@@ -83,8 +117,12 @@ def _started(*args: Any, **kwargs: Any) -> threading.Thread:
     return thread
 
 
-def _prepare(path: str | None, gpu: int, *, triton: bool, short_rule: bool, options: "DecodeOptions | None") -> None:
-    """Probe ``path`` (``None``: a live stream), then Triton's key (``triton``) and the caps."""
+def _prepare(
+    path: str | None, gpu: int, *, triton: bool, short_rule: bool, options: "DecodeOptions | None"
+) -> "StreamInfo | None":
+    """Probe ``path`` (``None``: a live stream), then Triton's key (``triton``) and the caps.
+    Returns the file's stream where NVDEC decodes it (``None`` otherwise, for a live stream, or
+    on a failure)."""
     try:
         info = None
         if path is not None:
@@ -92,7 +130,7 @@ def _prepare(path: str | None, gpu: int, *, triton: bool, short_rule: bool, opti
 
             info = probe(path)
             if short_rule and _pyav_reads(info, options):
-                return  # the run reads it with PyAV: no NV12 kernel, no NVDEC session
+                return None  # the run reads it with PyAV: no NV12 kernel, no NVDEC session
         if triton:
             from vidpipe.ops import triton_kernels
 
@@ -101,9 +139,11 @@ def _prepare(path: str | None, gpu: int, *, triton: bool, short_rule: bool, opti
 
         query_caps(gpu, "h264", "420", 8)  # what nvdec_unavailable asks first
         if info is not None:
-            stream_unsupported(info, lambda codec, chroma, bits: query_caps(gpu, codec, chroma, bits))
+            why = stream_unsupported(info, lambda codec, chroma, bits: query_caps(gpu, codec, chroma, bits))
+            return info if why is None else None
     except Exception as exc:  # noqa: BLE001 - an optimisation: the run meets and reports any failure
         logger.debug("start-up preparation stopped: %s: %s", type(exc).__name__, exc)
+    return None
 
 
 def _pyav_reads(info: Any, options: "DecodeOptions | None") -> bool:

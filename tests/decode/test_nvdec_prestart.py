@@ -32,11 +32,13 @@ def _detect(clip, out, *extra) -> dict:
 
 
 def test_processes_asked_for_start_with_the_command(long_clip, tmp_path):
-    got = _detect(long_clip, tmp_path / "procs.csv", "--decoder-processes", "4")
+    got = _detect(long_clip, tmp_path / "procs.csv", "--decoder-processes", "4", "--debug")
     s = got["summary"]
     assert s["frames"] == FRAMES and s["sources"][0]["decoder"] == "nvdec"
     assert s["sources"][0]["extra"]["decoder_processes"] == 4, got["log"][-3000:]
     assert "decoder processes for cuda:0 started" in got["log"]
+    # each child started its sessions beside its import of PyTorch (vidpipe.decode.nvdec_early)
+    assert got["log"].count("NVDEC sessions started before PyTorch") == 4, got["log"][-3000:]
     threads = _detect(long_clip, tmp_path / "threads.csv", "--decoder-processes", "0")["summary"]
     assert threads["frames"] == FRAMES and "decoder_processes" not in threads["sources"][0]["extra"]
     assert threads["detections"] == s["detections"]

@@ -51,8 +51,9 @@ Importing this module imports PyNvVideoCodec and raises
 registry reports the backend as unavailable; :mod:`vidpipe.decode.nvdec_caps` has the checks
 without that import.
 
-Never passed to PyNvVideoCodec: a CUDA context other than 0 or a stream not made by PyTorch on
-the right device, since a CUDA driver error inside it ends the process.
+Never passed to PyNvVideoCodec: a CUDA context other than 0, or a stream other than one made by
+PyTorch on the right device or by :mod:`vidpipe.decode.nvdec_early` in that device's primary
+context, since a CUDA driver error inside it ends the process.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ import ctypes
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 from vidpipe._validate import check_range
@@ -113,7 +114,9 @@ _active_lock = threading.Lock()
 _PREPEND_EXTRADATA = {"mpeg4", "mpeg1video", "mpeg2video", "vc1"}
 
 
-def _gpu(device: "torch.device") -> int:
+def _gpu(device: "torch.device | int") -> int:
+    if isinstance(device, int):  # a CUDA ordinal already (sessions started before PyTorch)
+        return device
     import torch
 
     return device.index if device.index is not None else torch.cuda.current_device()
@@ -133,7 +136,7 @@ def create(info: StreamInfo, *, device: "torch.device", options: DecodeOptions) 
     return NvdecDecoder(info, device=device, options=options, fallback=options.cpu_fallback)
 
 
-def default_workers(device: "torch.device", codec: str = "h264") -> int:
+def default_workers(device: "torch.device | int", codec: str = "h264") -> int:
     """Concurrent sessions that keep every NVDEC engine of ``device`` busy."""
     return SESSIONS_PER_ENGINE * num_engines(_gpu(device), canonical_codec(codec))
 
@@ -230,7 +233,7 @@ def _end_of_picture(nvc: Any) -> Any:
     return flag
 
 
-def session_key(info: StreamInfo, device: "torch.device", latency: Latency = "native") -> tuple:
+def session_key(info: StreamInfo, device: "torch.device | int", latency: Latency = "native") -> tuple:
     """What makes two streams able to share an initialized NVDEC session."""
     return (_gpu(device), canonical_codec(info.codec), info.bit_depth, info.profile, info.width, info.height,
             latency)  # fmt: skip
@@ -242,15 +245,18 @@ class NvdecSession:
     Frames it returns are views of the decoder's frame buffer, valid until the next
     :meth:`feed`/:meth:`finish`. :meth:`close` returns a healthy session to the process-wide
     pool (:mod:`vidpipe.decode.nvdec_pool`); one that raised is destroyed.
+
+    ``stream``: a CUDA stream made by :func:`vidpipe.decode.nvdec_early.new_stream` in GPU
+    ``device``'s primary context (then ``device`` is that GPU's ordinal and PyTorch need not be
+    imported yet): the session has no PyTorch ``stream`` until :meth:`adopt_stream`. ``None``: a
+    new PyTorch stream on ``device``.
     """
 
     kind = "nvdec"
     layout = "yuv"
 
-    def __init__(self, info: StreamInfo, device: "torch.device", *, pooled: bool = True,
-                 latency: Latency = "native") -> None:  # fmt: skip
-        import torch
-
+    def __init__(self, info: StreamInfo, device: "torch.device | int", *, pooled: bool = True,
+                 latency: Latency = "native", stream: int | None = None) -> None:  # fmt: skip
         nvc = nvdec_module()
         codec = canonical_codec(info.codec)
         member = NVDEC_CODECS.get(codec)
@@ -262,12 +268,18 @@ class NvdecSession:
         self.pooled = pooled
         self.broken = False
         self._nvc = nvc
-        self.stream = torch.cuda.Stream(device)
+        self.stream: "torch.cuda.Stream | None" = None
+        if stream is None:
+            import torch
+
+            self.stream = torch.cuda.Stream(device)
+            stream = self.stream.cuda_stream
+        self._handle = stream
         self._decoder = nvc.CreateDecoder(
-            gpuid=_gpu(device),
+            gpuid=self.key[0],
             codec=getattr(nvc.cudaVideoCodec, member),
             cudacontext=0,
-            cudastream=self.stream.cuda_stream,
+            cudastream=stream,
             usedevicememory=True,
             outputColorType=nvc.OutputColorType.NATIVE,
             **_latency(nvc, latency),
@@ -289,6 +301,14 @@ class NvdecSession:
             sess.info = info
             sess._extradata = _extradata(info)
         return sess
+
+    def adopt_stream(self) -> None:
+        """Give a session started before PyTorch (``stream`` given) its PyTorch stream: a
+        ``torch.cuda.ExternalStream`` of the same handle. A no-op for a session that has one."""
+        if self.stream is None:
+            import torch
+
+            self.stream = torch.cuda.ExternalStream(self._handle, device=torch.device("cuda", self.key[0]))
 
     def start(self, segment: "Segment") -> None:
         self._prepend = self._extradata is not None
@@ -337,6 +357,26 @@ class NvdecSession:
         self._decoder = None
 
 
+def primed_sessions(info: StreamInfo, count: int, make: "Callable[[], NvdecSession]") -> list[NvdecSession]:
+    """``count`` new sessions from ``make()``, each fed ``info``'s first keyframe and drained
+    (the driver creates a session's hardware decoder at the first sequence header: this is the
+    start that costs about 50 ms), not pooled yet. None for a file without a keyframe."""
+    from vidpipe.decode.demux import ANNEXB_FILTERS, Demuxer
+
+    if count < 1:
+        return []
+    with Demuxer(info.location, annexb=canonical_codec(info.codec) in ANNEXB_FILTERS) as dmx:
+        first = next((p for p in dmx.packets() if p.is_key), None)
+    sessions: list[NvdecSession] = []
+    for _ in range(count if first is not None else 0):
+        sess = make()
+        sess.start(None)  # type: ignore[arg-type]
+        sess.feed(first)  # type: ignore[arg-type]
+        sess.finish()
+        sessions.append(sess)
+    return sessions
+
+
 def warm_sessions(
     source: "StreamInfo | str | os.PathLike",
     device: "torch.device | str" = "cuda",
@@ -350,7 +390,6 @@ def warm_sessions(
     ``processes``, also start that many decoder processes (:mod:`vidpipe.decode.procpool`, a few
     seconds) and warm ``count`` sessions spread over them. Returns the number of idle sessions
     now pooled for it in this process."""
-    from vidpipe.decode.demux import ANNEXB_FILTERS, Demuxer
     from vidpipe.decode.nvdec_pool import POOL
     from vidpipe.decode.probe import probe
     from vidpipe.device import resolve_device
@@ -362,18 +401,7 @@ def warm_sessions(
         raise UnsupportedError(f"NVDEC cannot decode {info.source}: {why}")
     n = count if count is not None else default_workers(dev, info.codec)
     key = session_key(info, dev)
-    with Demuxer(info.location, annexb=canonical_codec(info.codec) in ANNEXB_FILTERS) as dmx:
-        first = next((p for p in dmx.packets() if p.is_key), None)
-    if first is None:
-        return POOL.idle(key)
-    sessions = []
-    for _ in range(max(0, n - POOL.idle(key))):
-        sess = NvdecSession(info, dev)
-        sess.start(None)  # type: ignore[arg-type]
-        sess.feed(first)
-        sess.finish()
-        sessions.append(sess)
-    for sess in sessions:
+    for sess in primed_sessions(info, max(0, n - POOL.idle(key)), lambda: NvdecSession(info, dev)):
         sess.close()
     if processes:
         from vidpipe.decode.procpool import get_pool

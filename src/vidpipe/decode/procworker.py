@@ -28,10 +28,12 @@ import os
 import queue
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from vidpipe.decode.procjob import ProcessJob
+    from vidpipe.prewarm import ChildPrewarm
 
 __all__ = ["main", "ChildJob"]
 
@@ -311,11 +313,12 @@ def _warm(msg: tuple, send: Any) -> None:
         send(("warmed", 0, f"{type(exc).__name__}: {exc}"))
 
 
-def _warm_at_start(path: str, device: str, processes: int) -> None:
+def _warm_at_start(path: str, device: str, processes: int, early: "ChildPrewarm | None" = None) -> None:
     """Pool this child's share of the NVDEC sessions for ``path``'s kind of stream (the sessions
     of the parent's first decode of it: :func:`~vidpipe.decode.nvdec.default_workers` over
     ``processes``), before the hello: the pool's start then includes them, beside the parent's own
-    start, instead of the decode's. A file NVDEC cannot read is left to the decode to report."""
+    start, instead of the decode's. The sessions ``early`` started before PyTorch was imported
+    count; the rest start here. A file NVDEC cannot read is left to the decode to report."""
     try:
         import torch
 
@@ -323,7 +326,13 @@ def _warm_at_start(path: str, device: str, processes: int) -> None:
         from vidpipe.decode.probe import probe
         from vidpipe.decode.procpool import sessions_per_process
 
-        info = probe(path)
+        started = early.sessions() if early is not None else []
+        for sess in started:
+            sess.adopt_stream()
+            sess.close()  # into the pool: warm_sessions counts it
+        if started:
+            logging.getLogger(__name__).debug("%d NVDEC sessions started before PyTorch", len(started))
+        info = early.info if early is not None and early.info is not None else probe(path)
         share = sessions_per_process(default_workers(torch.device(device), info.codec), processes)
         warm_sessions(info, device, count=share, processes=0)
     except Exception as exc:  # noqa: BLE001 - the decode starts its sessions itself
@@ -344,18 +353,23 @@ def main() -> NoReturn:
     conn = Connection(int(os.environ["VIDPIPE_PROC_FD"]))
     device = os.environ.get("VIDPIPE_PROC_DEVICE", "")
     warm_for = os.environ.get("VIDPIPE_PROC_WARM") if device.startswith("cuda") else None
-    if warm_for:  # the NVDEC caps its sessions ask for, while PyTorch imports (vidpipe.prewarm)
-        from vidpipe.prewarm import start_caps_prewarm
+    processes = int(os.environ.get("VIDPIPE_PROC_COUNT", "1"))
+    times = [time.perf_counter()]
+    early = None
+    if warm_for:  # the NVDEC caps and sessions, while PyTorch imports (vidpipe.prewarm)
+        from vidpipe.prewarm import ChildPrewarm
 
-        start_caps_prewarm(warm_for, int(device.partition(":")[2] or 0))
+        early = ChildPrewarm(warm_for, int(device.partition(":")[2] or 0), processes=processes)
 
     import torch.multiprocessing  # noqa: F401 - registers the CUDA tensor pickling (IPC handles)
 
+    times.append(time.perf_counter())
     if device.startswith("cuda"):  # the CUDA context inside the pool's start, not the first decode's
         try:
             torch.zeros(1, device=device)
         except Exception as exc:  # noqa: BLE001 - the first job on it reports it
             logging.getLogger(__name__).debug("CUDA on %s did not start: %s", device, exc)
+    times.append(time.perf_counter())
 
     level = os.environ.get("VIDPIPE_PROC_LOG", "WARNING")
     logging.basicConfig(level=level, format="vidpipe decoder process %(process)d: %(levelname)s %(message)s")
@@ -364,7 +378,10 @@ def main() -> NoReturn:
     for handler in logging.getLogger().handlers:  # live streams log their URLs: never a password
         handler.addFilter(RedactingFilter())
     if warm_for:
-        _warm_at_start(warm_for, device, int(os.environ.get("VIDPIPE_PROC_COUNT", "1")))
+        _warm_at_start(warm_for, device, processes, early)
+    times.append(time.perf_counter())
+    logger.debug("ready in %.2f s: PyTorch imported %.2f s, CUDA %.2f s, sessions %.2f s more",
+                 times[3] - times[0], times[1] - times[0], times[2] - times[1], times[3] - times[2])  # fmt: skip
     conn.send(("hello", os.getpid()))
     try:
         told = serve(conn)

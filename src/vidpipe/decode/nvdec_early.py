@@ -1,0 +1,102 @@
+"""NVDEC sessions started before PyTorch is imported: a decoder process's first seconds.
+
+A decoder process (:mod:`vidpipe.decode.procworker`) started for a long file used to import
+PyTorch (2-5 s, while the command and the other processes import it too), start CUDA, and only
+then start its share of the file's NVDEC sessions (about 50 ms each, one at a time in the
+driver) before saying hello. The sessions need a CUDA context and a stream, not PyTorch. This
+module takes the GPU's primary context (the one PyTorch's runtime binds later, so the sessions and
+PyTorch share it) and one non-blocking stream per session from the CUDA driver through ``ctypes``
+(calls that release the GIL), and starts the sessions on them, in a thread beside the import.
+Once PyTorch is imported, :meth:`~vidpipe.decode.nvdec.NvdecSession.adopt_stream` wraps each
+stream in a ``torch.cuda.ExternalStream`` and the sessions go to the process's session pool
+(:mod:`vidpipe.decode.nvdec_pool`), where the first job takes them.
+
+The streams live as long as the process: a stream is never destroyed under a decoder that may
+still use it (a CUDA error inside PyNvVideoCodec ends the process), and there are only as many as
+the sessions started here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vidpipe.decode.base import StreamInfo
+    from vidpipe.decode.nvdec import NvdecSession
+
+__all__ = ["start_sessions", "primary_context", "new_stream", "CudaDriverError"]
+
+logger = logging.getLogger(__name__)
+
+#: ``CU_STREAM_NON_BLOCKING``: no implicit synchronization with the legacy default stream, as
+#: PyTorch's own streams (``torch.cuda.Stream``) are made
+_NON_BLOCKING = 1
+_lock = threading.Lock()
+_lib: Any = None
+
+
+class CudaDriverError(RuntimeError):
+    """A CUDA driver call failed (its name and ``CUresult`` code in the message)."""
+
+
+def _driver() -> Any:
+    """``libcuda.so.1`` with the few calls used here typed (``CDLL``: each call releases the GIL)."""
+    global _lib
+    with _lock:
+        if _lib is None:
+            lib = ctypes.CDLL("libcuda.so.1")
+            p, i = ctypes.c_void_p, ctypes.c_int
+            for name, args in {
+                "cuInit": [ctypes.c_uint],
+                "cuDeviceGet": [ctypes.POINTER(i), i],
+                "cuDevicePrimaryCtxRetain": [ctypes.POINTER(p), i],
+                "cuCtxSetCurrent": [p],
+                "cuStreamCreate": [ctypes.POINTER(p), ctypes.c_uint],
+            }.items():
+                fn = getattr(lib, name)
+                fn.argtypes, fn.restype = args, i
+            _lib = lib
+        return _lib
+
+
+def _call(name: str, *args: Any) -> None:
+    code = getattr(_driver(), name)(*args)
+    if code != 0:
+        raise CudaDriverError(f"{name} failed with CUresult {code}")
+
+
+def primary_context(gpu: int) -> int:
+    """Retain GPU ``gpu``'s primary context (the one PyTorch uses), make it current in the calling
+    thread and return its handle. Never released: it lives as long as the process, as PyTorch's
+    does. Raises :class:`CudaDriverError` (or ``OSError`` without the driver's library)."""
+    _call("cuInit", 0)
+    dev = ctypes.c_int(-1)
+    _call("cuDeviceGet", ctypes.byref(dev), gpu)
+    ctx = ctypes.c_void_p()
+    _call("cuDevicePrimaryCtxRetain", ctypes.byref(ctx), dev)
+    _call("cuCtxSetCurrent", ctx)
+    return int(ctx.value or 0)
+
+
+def new_stream() -> int:
+    """A new non-blocking stream of the context current in the calling thread (its
+    ``cudaStream_t`` as an int), for the life of the process."""
+    stream = ctypes.c_void_p()
+    _call("cuStreamCreate", ctypes.byref(stream), _NON_BLOCKING)
+    return int(stream.value or 0)
+
+
+def start_sessions(info: "StreamInfo", gpu: int, count: int) -> "list[NvdecSession]":
+    """Start ``count`` NVDEC sessions for ``info``'s kind of stream on GPU ``gpu`` without
+    PyTorch: each on a stream of its own (:func:`new_stream`, in GPU ``gpu``'s primary context),
+    fed the file's first keyframe and drained, as :func:`~vidpipe.decode.nvdec.warm_sessions`
+    does. They are not pooled yet: call each one's ``adopt_stream()`` once PyTorch is imported,
+    then ``close()`` puts it in the pool. Raises where the driver, PyNvVideoCodec or the file fail
+    (the sessions started before the failure are lost with it: the caller starts its own)."""
+    from vidpipe.decode.nvdec import NvdecSession, primed_sessions
+
+    primary_context(gpu)
+    return primed_sessions(info, count, lambda: NvdecSession(info, gpu, stream=new_stream()))
