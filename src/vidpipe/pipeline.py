@@ -8,7 +8,10 @@ Threads:
   :class:`~vidpipe.types.ModelInput` chunks on its own CUDA stream when the device is a GPU, and
   puts them on the source's own bounded queue (:mod:`vidpipe.batching.queues`: a file waits when
   it is full, every frame is kept; a live stream drops its oldest chunk, latest wins, counted).
-  At most ``max_open_sources`` finite sources run at once; live sources start at once;
+  At most ``max_open_sources`` finite sources run at once; live sources start at once. On a
+  GPU the workers start once the model is warm, except in a run of video files: those start as
+  soon as its CUDA graph is captured, and open and decode beside the rest of the warm-up
+  (:meth:`DetectionRun._decodes_beside_warm_up`);
 - the *consumer* (the thread iterating :class:`DetectionRun`) takes batches from the batcher
   (:mod:`vidpipe.batching.batcher`: full, or a deadline, round-robin across sources), runs the
   detector with one batch in flight and yields one :class:`~vidpipe.types.FrameResult` per frame.
@@ -130,6 +133,7 @@ class DetectionRun:
         self._stop = threading.Event()
         self._slots = threading.Semaphore(config.max_open_sources)
         self._gpu_submit = threading.Lock()  # see SourceContext.gpu_submit
+        self._warm = threading.Event()  # the GPU warm-up is over: see SourceContext.warm
         self._batcher = Batcher(config.batch_size, batch_timeout=config.live.batch_timeout, keep_alive=self.keep_alive)
         self.meters = Meters()
         self._started = False  # iteration began
@@ -186,7 +190,7 @@ class DetectionRun:
                 source, state, queue, detector=self.detector, config=self.config, stats=self.stats,
                 slots=self._slots, on_start=lambda st: self.meters.meter(st.stream_id).start(),
                 gpu_submit=self._gpu_submit, inputs=max(self._inputs_given, len(self.states)),
-                files_at_once=self._files_at_once(),
+                files_at_once=self._files_at_once(), warm=self._warm,
             )
             self._workers[state.stream_id] = worker
             if self._stop.is_set():
@@ -282,7 +286,16 @@ class DetectionRun:
     def _start(self) -> None:
         self._started = True
         self.memory.start()  # max_gpu_memory: the allocator's cap, before the CUDA graph is captured
-        self.infer.warm_up(nv12=self._may_decode_nv12())  # on a GPU the clock starts warm: CUDA graph, cuDNN, kernels
+        # a run of files starts its workers once the CUDA graph is captured (_decodes_beside_warm_up)
+        nv12 = self._may_decode_nv12()
+        early = self._start_workers if self._decodes_beside_warm_up(nv12=nv12) else None
+        try:
+            self.infer.warm_up(nv12=nv12, captured=early)  # the clock starts warm: CUDA graph, cuDNN, kernels
+        except BaseException:
+            self.close()  # workers started early stop with the run
+            raise
+        finally:
+            self._warm.set()
         t0 = time.perf_counter()
         self.stages.warm_up()  # and the stages' helper processes started (they began when made)
         self._stages_warmup_s = time.perf_counter() - t0
@@ -290,9 +303,29 @@ class DetectionRun:
         self.stats.start()
         with self._lock:
             self._running = True
+        self._start_workers()
+
+    def _start_workers(self) -> None:
+        with self._lock:
             workers = list(self._workers.values())
         for w in workers:
-            w.start()
+            w.start()  # once: a worker started before the warm-up is left as it is
+
+    def _decodes_beside_warm_up(self, *, nv12: bool) -> bool:
+        """Whether the workers start during the GPU warm-up, once its CUDA graph is captured
+        (:meth:`Inference.warm_up`'s ``captured``): a run of video files on a GPU that NVDEC may
+        decode (``nv12``: :meth:`_may_decode_nv12`; the one short file ``auto`` reads with PyAV
+        starts after it, its CPU decode would slow the warm-up's thread for little). A file's worker
+        then opens it, starts its decoder's sessions and decodes ahead into its GPU buffers
+        beside the rest of the warm-up (the model's first calls, NMS, the NV12 kernels), and
+        preprocesses once the warm-up is over (:class:`~vidpipe.sources.base.SourceContext`'s
+        ``warm``). Not with ``max_gpu_memory`` (the warm-up's memory is measured alone), nor for
+        image folders or live streams (their workers start after it)."""
+        if not nv12 or self.device.type != "cuda" or self.config.max_gpu_memory is not None:
+            return False
+        with self._lock:
+            kinds = set(self._kinds.values())
+        return kinds == {"file"}
 
     def _may_decode_nv12(self) -> bool:
         """Whether a source of this run may deliver NVDEC's NV12 frames (so the fused kernels are

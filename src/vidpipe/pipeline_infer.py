@@ -20,7 +20,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -124,18 +124,27 @@ class Inference:
         """The model's batch limit after an out-of-memory back-off (``None``: none happened)."""
         return self._forward.limit
 
-    def warm_up(self, *, nv12: bool = True) -> None:
+    def warm_up(self, *, nv12: bool = True, captured: "Callable[[], None] | None" = None) -> None:
         """On a GPU: the CUDA graph, cuDNN and (``nv12``: a source may deliver NVDEC's frames)
         the fused NV12 preprocessing kernels, before the clock starts (``warmup_s``); nothing on
         the CPU. The NV12 kernels (Triton) took about 1 s in a fresh process on an H200, from
         Triton's cache too, 0.7 s of it Triton's key of its installation: :mod:`vidpipe.prewarm`
         computes that beside the model's load now (the warm-up went from 1.55-1.76 s to
         0.82-1.06 s). A run of PyAV sources skips them; an NVDEC run that compiled them at its
-        first batch instead took 1 s longer (its decode threads and the compile contend)."""
+        first batch instead took 1 s longer (its decode threads and the compile contend).
+
+        ``captured``: called once the CUDA graph is captured (or found captured), before the
+        rest of the warm-up: the run starts its file workers there, whose decode must not
+        overlap the capture (NVDEC's threads invalidated it, on an H200: a thread-local capture
+        failed too) but may overlap the rest. Called on the CPU too, at once."""
         if self.device.type != "cuda":
+            if captured is not None:
+                captured()
             return
         t0 = time.perf_counter()
         self._runner = self._accelerated()
+        if captured is not None:
+            captured()
         self._forward = self._oom_guarded(self._runner)
         try:
             self._runner.warmup(self.batch_size)

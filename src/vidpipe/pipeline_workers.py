@@ -49,6 +49,7 @@ class SourceWorker:
         gpu_submit: "threading.Lock | None" = None,
         inputs: int = 1,
         files_at_once: int = 1,
+        warm: threading.Event | None = None,
     ) -> None:
         self.source = source
         self.state = state
@@ -58,11 +59,13 @@ class SourceWorker:
         self._slots = slots
         self._on_start = on_start
         self._ctx = SourceContext(detector=detector, config=config, stop=self.stop, stats=stats, gpu_submit=gpu_submit,
-                                  inputs=inputs, files_at_once=files_at_once)
+                                  inputs=inputs, files_at_once=files_at_once, warm=warm)
         self.thread = threading.Thread(target=self._run, name=f"vidpipe-src{state.stream_id}", daemon=True)
 
     def start(self) -> None:
-        self.thread.start()
+        """Start the thread (once: a later call does nothing)."""
+        if self.thread.ident is None:
+            self.thread.start()
 
     def _acquire_slot(self) -> bool:
         """Wait for a slot (finite sources); ``False`` when stopped first."""

@@ -51,6 +51,12 @@ class SourceContext:
 
     ``files_at_once``: video files the run decodes at the same time (its video files, at most
     ``max_open_sources``): they share the decoder processes (``DecodeOptions.files_at_once``).
+
+    ``warm``: set once the run's GPU warm-up is over. A run of video files on a GPU starts their
+    workers during its warm-up, once its CUDA graph is captured
+    (:class:`~vidpipe.pipeline.DetectionRun`): a file source opens and decodes meanwhile, but
+    preprocesses its first frames only once this is set (the warm-up compiles the same kernels).
+    ``None``: nothing to wait for.
     """
 
     detector: "Detector"
@@ -60,6 +66,7 @@ class SourceContext:
     gpu_submit: "threading.Lock | None" = None
     inputs: int = 1
     files_at_once: int = 1
+    warm: "threading.Event | None" = None
 
 
 @runtime_checkable

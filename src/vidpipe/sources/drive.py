@@ -56,6 +56,7 @@ def drive(
     stats: "PipelineStats",
     state: "SourceState",
     streams: "GraphTwins[Any] | None" = None,
+    warm: threading.Event | None = None,
 ) -> Iterator[tuple["ModelInput", Any]]:
     """Pull decoded batches and turn them into model inputs on the worker's own CUDA stream.
 
@@ -65,6 +66,10 @@ def drive(
     (PyAV -> CUDA) or copies (NVDEC) queues that work on the current stream, which must be the
     worker's, so the ready event recorded after ``to_input`` covers it. ``streams``: where that
     stream is borrowed from (and given back to at the end), see :func:`stream_scope`.
+
+    ``warm``: the first batch is decoded at once (the decoder's sessions start, its threads go on
+    decoding ahead), but preprocessed only once this is set
+    (:class:`~vidpipe.sources.base.SourceContext`'s ``warm``); the wait counts as neither stage.
     """
     stream, scope = stream_scope(device, streams)
     try:
@@ -77,12 +82,24 @@ def drive(
                 batch = next(batches, None)
                 if batch is None:
                     return
+                decoded = time.perf_counter() - t0
+                if warm is not None and not warm.is_set() and not _wait(warm, stop):
+                    state.stopped = True
+                    return
                 t1 = time.perf_counter()
                 inp = to_input(batch)
                 ready = ready_event(stream)
-            stats.add("decode", t1 - t0, len(batch))
+            stats.add("decode", decoded, len(batch))
             stats.add("preprocess", time.perf_counter() - t1, len(batch))
             yield inp, ready
     finally:
         if streams is not None and stream is not None:
             streams.give((device, "source"), stream)  # queued work stays ordered on it; the next user comes after
+
+
+def _wait(event: threading.Event, stop: threading.Event, poll_s: float = 0.05) -> bool:
+    """Wait for ``event``; ``False`` when ``stop`` is set first."""
+    while not event.wait(poll_s):
+        if stop.is_set():
+            return False
+    return True

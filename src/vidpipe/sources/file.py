@@ -54,7 +54,7 @@ class FileSource:
             state.expected_frames = expected_frames(dec.info, config)
             yield from drive(
                 dec.batches(config.batch_size), to_input, device=device, stop=ctx.stop, stats=ctx.stats, state=state,
-                streams=detector.cuda_streams,
+                streams=detector.cuda_streams, warm=ctx.warm,
             )
             _note_buffers(dec, state)
             procs = getattr(dec, "processes_used", 0)
