@@ -321,7 +321,7 @@ class DetectionRun:
         preprocesses once the warm-up is over (:class:`~vidpipe.sources.base.SourceContext`'s
         ``warm``). Not with ``max_gpu_memory`` (the warm-up's memory is measured alone), nor for
         image folders or live streams (their workers start after it)."""
-        if not nv12 or self.device.type != "cuda" or self.config.max_gpu_memory is not None:
+        if not nv12 or self.config.max_gpu_memory is not None:  # nv12 is False off the GPU
             return False
         with self._lock:
             kinds = set(self._kinds.values())
