@@ -278,8 +278,10 @@ class DetectionRun:
 
     @property
     def warmup_s(self) -> float:
-        """Seconds of warm-up before the clock started: the GPU's (0 on the CPU), then the
-        stages' (a helper process's start not yet done)."""
+        """Seconds of warm-up: the GPU's (0 on the CPU), then the stages' (a helper process's start
+        not yet done). The run's clock (:attr:`seconds`) starts after it, or, where the decode
+        starts during it (a run of files on NVDEC, :meth:`_decodes_beside_warm_up`), with the
+        decode: then the rest of the warm-up is in the run's seconds too."""
         return self.infer.warmup_s + self._stages_warmup_s
 
     # ------------------------------------------------------------------ start
@@ -288,7 +290,7 @@ class DetectionRun:
         self.memory.start()  # max_gpu_memory: the allocator's cap, before the CUDA graph is captured
         # a run of files starts its workers once the CUDA graph is captured (_decodes_beside_warm_up)
         nv12 = self._may_decode_nv12()
-        early = self._start_workers if self._decodes_beside_warm_up(nv12=nv12) else None
+        early = self._start_decode if self._decodes_beside_warm_up(nv12=nv12) else None
         try:
             self.infer.warm_up(nv12=nv12, captured=early)  # the clock starts warm: CUDA graph, cuDNN, kernels
         except BaseException:
@@ -299,11 +301,21 @@ class DetectionRun:
         t0 = time.perf_counter()
         self.stages.warm_up()  # and the stages' helper processes started (they began when made)
         self._stages_warmup_s = time.perf_counter() - t0
-        self.started_at = time.perf_counter()
-        self.stats.start()
+        if self.started_at is None:
+            self._start_clock()
         with self._lock:
             self._running = True
         self._start_workers()
+
+    def _start_decode(self) -> None:
+        """The workers start during the warm-up (:meth:`_decodes_beside_warm_up`), and the run's
+        clock with them: its seconds and rate count the decode from its start."""
+        self._start_clock()
+        self._start_workers()
+
+    def _start_clock(self) -> None:
+        self.started_at = time.perf_counter()
+        self.stats.start()
 
     def _start_workers(self) -> None:
         with self._lock:

@@ -168,7 +168,9 @@ class RunSummary:
     Attributes:
         sources: one :class:`SourceSummary` per input, in input order.
         frames, detections: totals over all sources.
-        seconds: wall-clock duration of the run.
+        seconds: wall-clock duration of the run: from the end of the model's warm-up, or from the
+            start of the decode where it began during the warm-up (video files on NVDEC), to
+            the run's end.
         fps: ``frames / seconds`` (0 when ``seconds`` is 0).
         device: the resolved device (``"cuda:0"``, ``"cpu"``).
         model: the model's name or path.

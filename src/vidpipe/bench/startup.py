@@ -69,7 +69,8 @@ def run_startup_bench(input_path: str | os.PathLike | None = None, *, device: st
     the bench's of one copy). ``versus_bench``: also
     the ``bench e2e`` rate of ``vidpipe-gpu`` on the same input, measured afterwards in this process
     (warmed up, as the bench does), for issue 10's targets on a long input: each series' rate (the
-    summary's frames/s: the run's clock, which starts after the model's load and GPU warm-up) at
+    summary's frames/s: the run's clock, which starts after the model's load, and after the GPU
+    warm-up or, for video files decoded by NVDEC, with their decode inside it) at
     least :data:`RATE_TARGET` of it, and its wall time within the floor + 2 s
     + frames / (:data:`RATE_TARGET` x that rate).
 
