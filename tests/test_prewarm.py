@@ -13,7 +13,7 @@ import pytest
 from vidpipe.decode.auto_choice import pyav_frame_limit
 from vidpipe.decode.base import DecodeOptions
 from vidpipe.decode.probe import probe
-from vidpipe.prewarm import _pyav_reads, start_prewarm
+from vidpipe.prewarm import pyav_reads, start_prewarm
 from vidpipe.sources.spec import SourceSpec
 
 
@@ -36,10 +36,10 @@ def test_the_short_file_rule_is_autos(make_clip):
     """A short only input is read with PyAV (no NV12 kernel to prepare); a long one, or one cut
     to fewer frames by the options, is judged by the frames the run decodes."""
     info = probe(make_clip(".mp4", frames=30).path)
-    assert _pyav_reads(info, None)  # 30 frames: below every size class's limit at any CPU count
+    assert pyav_reads(info, None)  # 30 frames: below every size class's limit at any CPU count
     long = dataclasses.replace(info, frame_count=100_000)
-    assert not _pyav_reads(long, None)
-    assert _pyav_reads(long, DecodeOptions(max_frames=10))
+    assert not pyav_reads(long, None)
+    assert pyav_reads(long, DecodeOptions(max_frames=10))
     limit = pyav_frame_limit(long, cpus=1)
     assert limit == 2_400 // 8  # a small frame, one CPU: the 8-CPU measurement shrunk
     assert pyav_frame_limit(long, cpus=64) == 2_400
@@ -91,5 +91,5 @@ def test_a_decoder_process_given_a_bad_file_starts_no_session_and_waits_for_noth
     if what == "not-video":
         path.write_bytes(b"not a video" * 100)
     early = ChildPrewarm(str(path), 0, processes=4)
-    assert early.sessions() == [] and early.info is None
-    assert early.sessions() == []  # asked again: still none, no raise
+    assert early.wait() == 0 and early.info is None
+    assert early.wait() == 0  # asked again: still none, no raise

@@ -37,10 +37,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from vidpipe.decode.base import DecodeOptions, StreamInfo
-    from vidpipe.decode.nvdec import NvdecSession
     from vidpipe.sources.spec import SourceSpec
 
-__all__ = ["start_prewarm", "ChildPrewarm"]
+__all__ = ["start_prewarm", "ChildPrewarm", "pool_early_sessions", "nvdec_reads", "pyav_reads"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,13 +77,13 @@ class ChildPrewarm:
     ordinal), begun in a daemon thread before PyTorch is imported (see the module docstring): the
     file's probe, the NVDEC caps of its stream, then this process's share of the NVDEC sessions
     the parent's decode of it runs over ``processes`` decoder processes
-    (:func:`~vidpipe.decode.procpool.sessions_per_process`).
-    Never raises: a failure is logged at debug level and leaves fewer (or no) sessions, which
-    the process then starts itself."""
+    (:func:`~vidpipe.decode.procpool.sessions_per_process`), pooled as each is ready
+    (:func:`pool_early_sessions`). Never raises: a failure is logged at debug level and leaves
+    fewer (or no) sessions, which the process then starts itself."""
 
     def __init__(self, path: str, gpu: int, *, processes: int) -> None:
         self.info: "StreamInfo | None" = None  # the file's probe, once the thread has it
-        self._sessions: "list[NvdecSession]" = []
+        self._pooled = 0
         self._thread = threading.Thread(target=self._run, args=(path, gpu, processes), name="vidpipe-prewarm",
                                         daemon=True)  # fmt: skip
         self._thread.start()
@@ -96,19 +95,32 @@ class ChildPrewarm:
         self.info = info
         try:
             from vidpipe.decode.nvdec import default_workers
-            from vidpipe.decode.nvdec_early import start_sessions
             from vidpipe.decode.procpool import sessions_per_process
 
-            self._sessions = start_sessions(info, gpu, sessions_per_process(default_workers(gpu, info.codec), processes))
+            count = sessions_per_process(default_workers(gpu, info.codec), processes)
         except Exception as exc:  # noqa: BLE001 - the process starts its sessions itself
-            logger.debug("no NVDEC sessions started before PyTorch: %s: %s", type(exc).__name__, exc)
+            logger.debug("NVDEC sessions not started before PyTorch: %s: %s", type(exc).__name__, exc)
+            return
+        self._pooled = pool_early_sessions(info, gpu, count)
 
-    def sessions(self) -> "list[NvdecSession]":
-        """Wait for the thread; the sessions it started (none where it could not), once: they
-        still need their PyTorch stream (``adopt_stream``) before they go to the pool."""
+    def wait(self) -> int:
+        """Wait for the thread; the sessions it pooled (none where it could not)."""
         self._thread.join()
-        started, self._sessions = self._sessions, []
-        return started
+        return self._pooled
+
+
+def pool_early_sessions(info: "StreamInfo", gpu: int, count: int, *, stop: threading.Event | None = None) -> int:
+    """Start ``count`` NVDEC sessions for ``info``'s kind of stream on GPU ``gpu`` (a CUDA ordinal)
+    without PyTorch (:func:`~vidpipe.decode.nvdec_early.pool_sessions`), into the process's pool
+    as each is ready, no more once ``stop`` is set. Returns how many were pooled. Never raises: a
+    failure is logged at debug level (the decode starts the sessions missing)."""
+    try:
+        from vidpipe.decode.nvdec_early import pool_sessions
+
+        return pool_sessions(info, gpu, count, stop=stop)
+    except Exception as exc:  # noqa: BLE001 - the decode starts its sessions itself
+        logger.debug("NVDEC sessions not started before PyTorch: %s: %s", type(exc).__name__, exc)
+        return 0
 
 
 def _started(*args: Any, **kwargs: Any) -> threading.Thread:
@@ -129,24 +141,32 @@ def _prepare(
             from vidpipe.decode.probe import probe
 
             info = probe(path)
-            if short_rule and _pyav_reads(info, options):
+            if short_rule and pyav_reads(info, options):
                 return None  # the run reads it with PyAV: no NV12 kernel, no NVDEC session
         if triton:
             from vidpipe.ops import triton_kernels
 
             triton_kernels.prepare_cache_key()
-        from vidpipe.decode.nvdec_caps import query_caps, stream_unsupported
-
-        query_caps(gpu, "h264", "420", 8)  # what nvdec_unavailable asks first
-        if info is not None:
-            why = stream_unsupported(info, lambda codec, chroma, bits: query_caps(gpu, codec, chroma, bits))
-            return info if why is None else None
+        return nvdec_reads(info, gpu)
     except Exception as exc:  # noqa: BLE001 - an optimisation: the run meets and reports any failure
         logger.debug("start-up preparation stopped: %s: %s", type(exc).__name__, exc)
     return None
 
 
-def _pyav_reads(info: Any, options: "DecodeOptions | None") -> bool:
+def nvdec_reads(info: "StreamInfo | None", gpu: int) -> "StreamInfo | None":
+    """``info`` where GPU ``gpu``'s NVDEC decodes its stream, asking the driver's caps (cached for
+    the process; ``None`` asks only what ``nvdec_unavailable`` asks first); ``None`` otherwise.
+    Raises where the driver or PyNvVideoCodec fail."""
+    from vidpipe.decode.nvdec_caps import query_caps, stream_unsupported
+
+    query_caps(gpu, "h264", "420", 8)  # what nvdec_unavailable asks first
+    if info is None:
+        return None
+    why = stream_unsupported(info, lambda codec, chroma, bits: query_caps(gpu, codec, chroma, bits))
+    return info if why is None else None
+
+
+def pyav_reads(info: Any, options: "DecodeOptions | None") -> bool:
     """``auto`` reads this only input with PyAV (shorter than :func:`pyav_frame_limit`)."""
     from vidpipe._cpus import usable_cpus
     from vidpipe.decode.auto_choice import frames_to_decode, pyav_frame_limit

@@ -1,7 +1,7 @@
 """NVDEC sessions started before PyTorch is imported (vidpipe.decode.nvdec_early, a decoder
 process's first seconds): in a fresh interpreter, the sessions a ``ChildPrewarm`` starts import no
-PyTorch, share the primary context PyTorch binds afterwards, are the sessions the next decode
-takes from the pool, and decode every frame bit-exact with FFmpeg."""
+PyTorch, are pooled before it, share the primary context PyTorch binds afterwards, are the
+sessions the next decode takes from the pool, and decode every frame bit-exact with FFmpeg."""
 
 from __future__ import annotations
 
@@ -23,8 +23,10 @@ from vidpipe.prewarm import ChildPrewarm
 
 path, out = sys.argv[1], sys.argv[2]
 early = ChildPrewarm(path, 0, processes=2)
-started = early.sessions()
+started = early.wait()
 torch_free = "torch" not in sys.modules
+from vidpipe.decode.nvdec_pool import POOL
+pooled_before_torch = POOL.idle()
 import torch
 torch.zeros(1, device="cuda")
 lib = ctypes.CDLL("libcuda.so.1")
@@ -32,21 +34,17 @@ current = ctypes.c_void_p()
 assert lib.cuCtxGetCurrent(ctypes.byref(current)) == 0
 from vidpipe.decode.nvdec_early import primary_context
 same_context = current.value == primary_context(0)
-for sess in started:
-    sess.adopt_stream()
-    sess.close()
 from vidpipe.decode.nvdec import NvdecDecoder, default_workers
-from vidpipe.decode.nvdec_pool import POOL
 from vidpipe.decode.base import DecodeOptions
 created = POOL.created
-dec = NvdecDecoder(path, device="cuda", workers=len(started), segment_frames=12, options=DecodeOptions(), processes=0)
+dec = NvdecDecoder(path, device="cuda", workers=started, segment_frames=12, options=DecodeOptions(), processes=0)
 rows, index = [], []
 with torch.cuda.stream(torch.cuda.Stream()):
     for b in dec.batches(8):
         rows.append(b.data[:, : b.height].cpu().numpy().copy())
         index += [m.index for m in b.frames]
 np.save(out, np.concatenate(rows))
-print(json.dumps(dict(started=len(started), share=-(-default_workers(0, "h264") // 2), torch_free=torch_free,
+print(json.dumps(dict(started=started, pooled_before_torch=pooled_before_torch, share=-(-default_workers(0, "h264") // 2), torch_free=torch_free,
                       same_context=same_context, new_sessions=POOL.created - created, index=index,
                       missing=dec.stats()["frames_missing"])))
 """
@@ -62,6 +60,7 @@ def test_sessions_started_before_pytorch_decode_bit_exact(make_clip, tmp_path):
     got = json.loads(p.stdout.strip().splitlines()[-1])
     assert got["torch_free"], "starting the sessions imported PyTorch"
     assert got["started"] == got["share"] >= 1  # this process's share of the default sessions over 2
+    assert got["pooled_before_torch"] == got["started"]  # pooled as they start, their PyTorch stream given on use
     assert got["same_context"], "the sessions' context is not the one PyTorch binds"
     assert got["new_sessions"] == 0, "the decode did not take the sessions started before PyTorch"
     assert got["index"] == list(range(96)) and got["missing"] == 0

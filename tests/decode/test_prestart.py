@@ -1,5 +1,5 @@
-"""Decoder processes started in the background (vidpipe.decode.procpool.start_in_background) and
-the command's early start of them (vidpipe.decode.prestart).
+"""Decoder processes started in the background (vidpipe.decode.procpool.start_in_background), and
+the command's early start of them or of its own NVDEC sessions (vidpipe.decode.prestart).
 
 Real children are started (on the CPU: the same pool and worker program the GPU uses); the GPU
 side (``vidpipe detect`` on a long 1080p file finds its processes ready) is in
@@ -11,12 +11,13 @@ from __future__ import annotations
 import sys
 import threading
 import time
+import types
 
 import pytest
 import torch
 
 from vidpipe.decode.parallel import PyAVParallelDecoder
-from vidpipe.decode.prestart import gpu_name, prestart_decoder_processes
+from vidpipe.decode.prestart import gpu_name, prestart_decoding
 from vidpipe.decode.procpool import close_pools, get_pool, is_starting, start_in_background
 
 
@@ -85,14 +86,14 @@ def test_no_gpu_name_when_cuda_devices_are_hidden(monkeypatch):
 )
 def test_runs_that_would_not_use_processes_start_none(make_clip, options):
     clip = make_clip(".mp4", frames=12, gop=6, width=160, height=96)
-    assert not prestart_decoder_processes([str(clip.path)], **{"device": "cuda", **options})
+    assert not prestart_decoding([str(clip.path)], **{"device": "cuda", **options})
     assert not is_starting("cuda:0")
 
 
 def test_urls_and_folders_are_not_probed(tmp_path, monkeypatch):
     monkeypatch.setattr("vidpipe.decode.prestart.gpu_name", lambda device: "cuda:0")
     monkeypatch.setattr("importlib.util.find_spec", lambda name: object())
-    assert not prestart_decoder_processes(["rtsp://cam/1", str(tmp_path), "*.mp4"], device="cuda")
+    assert not prestart_decoding(["rtsp://cam/1", str(tmp_path), "*.mp4"], device="cuda")
 
 
 @pytest.fixture()
@@ -100,10 +101,16 @@ def a_gpu_here(monkeypatch):
     """The machine's side of the decision made true (a GPU's device node, PyNvVideoCodec); the
     start itself recorded instead of made (a real start is tested above and on the GPU)."""
     started = []
+    nvdec = types.ModuleType("vidpipe.decode.nvdec")  # it imports only where PyNvVideoCodec does
+    nvdec.default_workers = lambda gpu, codec: 21  # an H200's 7 engines
+    monkeypatch.setitem(sys.modules, "vidpipe.decode.nvdec", nvdec)
     monkeypatch.setattr("vidpipe.decode.prestart.gpu_name", lambda device: "cuda:1" if device == "cuda:1" else "cuda:0")
     monkeypatch.setattr("importlib.util.find_spec", lambda name: object())
     monkeypatch.setattr("vidpipe.decode.procpool.start_in_background",
                         lambda name, n, warm_for=None: started.append((name, n, warm_for)))
+    monkeypatch.setattr("vidpipe.prewarm.nvdec_reads", lambda info, gpu: info)  # NVDEC reads it
+    monkeypatch.setattr("vidpipe.prewarm.pool_early_sessions",
+                        lambda info, gpu, count, stop=None: started.append(("sessions", gpu, info.location, count)) or count)
     return started
 
 
@@ -116,7 +123,7 @@ def _looked(deadline_s: float = 30.0) -> None:
 def test_a_short_file_starts_nothing(make_clip, a_gpu_here, monkeypatch):
     monkeypatch.setattr("vidpipe.decode.prestart.PROBE_BYTES", 0)
     clip = make_clip(".mp4", frames=12, gop=6, width=160, height=96)
-    assert prestart_decoder_processes([str(clip.path)], device="cuda")  # looked at in a thread
+    assert prestart_decoding([str(clip.path)], device="cuda")  # looked at in a thread
     _looked()
     assert a_gpu_here == []
 
@@ -124,7 +131,7 @@ def test_a_short_file_starts_nothing(make_clip, a_gpu_here, monkeypatch):
 def test_small_files_are_not_probed(make_clip, a_gpu_here, monkeypatch):
     monkeypatch.setattr("vidpipe.decode.procpool.AUTO_START_FRAMES", 1)  # any length would do
     clip = make_clip(".mp4", frames=12, gop=6, width=160, height=96)
-    assert not prestart_decoder_processes([str(clip.path)], device="cuda")  # under PROBE_BYTES: no thread
+    assert not prestart_decoding([str(clip.path)], device="cuda")  # under PROBE_BYTES: no thread
     assert a_gpu_here == [] and not [t for t in threading.enumerate() if t.name == "vidpipe-prestart"]
 
 
@@ -132,11 +139,11 @@ def test_a_file_the_decode_would_start_them_for_starts_them(make_clip, a_gpu_her
     monkeypatch.setattr("vidpipe.decode.procpool.AUTO_START_FRAMES", 40)  # a 40-frame clip is "long"
     monkeypatch.setattr("vidpipe.decode.prestart.PROBE_BYTES", 0)  # and big enough to look at
     clip = make_clip(".mp4", frames=40, gop=10, width=160, height=96)
-    assert prestart_decoder_processes(["rtsp://cam/1", str(clip.path)], device="cuda:1")
+    assert prestart_decoding(["rtsp://cam/1", str(clip.path)], device="cuda:1")
     _looked()
     assert a_gpu_here == [("cuda:1", 4, str(clip.path))]  # DEFAULT_PROCESSES, their sessions for the clip
     a_gpu_here.clear()
-    assert prestart_decoder_processes([str(clip.path)], device="cuda", max_frames=20)  # --max-frames: shorter
+    assert prestart_decoding([str(clip.path)], device="cuda", max_frames=20)  # --max-frames: shorter
     _looked()
     assert a_gpu_here == []
 
@@ -146,21 +153,21 @@ def test_the_children_start_sessions_for_the_longest_file(make_clip, a_gpu_here,
     monkeypatch.setattr("vidpipe.decode.prestart.PROBE_BYTES", 0)
     short = make_clip(".mp4", frames=31, gop=10, width=160, height=96)
     long = make_clip(".mp4", frames=60, gop=10, width=160, height=96)
-    assert prestart_decoder_processes([str(short.path), str(long.path)], device="cuda")
+    assert prestart_decoding([str(short.path), str(long.path)], device="cuda")
     _looked()
     assert a_gpu_here == [("cuda:0", 4, str(long.path))]
 
 
 def test_processes_asked_for_start_whatever_the_length(make_clip, a_gpu_here):
     clip = make_clip(".mp4", frames=12, gop=6, width=160, height=96)
-    assert prestart_decoder_processes([str(clip.path)], device="auto", processes=3)
+    assert prestart_decoding([str(clip.path)], device="auto", processes=3)
     assert a_gpu_here == [("cuda:0", 3, str(clip.path))]  # at once: no probe needed (the children probe it)
 
 
 def test_options_the_run_refuses_start_nothing(make_clip, a_gpu_here, monkeypatch):
     monkeypatch.setattr("vidpipe.decode.prestart.PROBE_BYTES", 0)
     clip = make_clip(".mp4", frames=12, gop=6, width=160, height=96)
-    assert not prestart_decoder_processes([str(clip.path)], device="cuda", start=2.0, end=1.0)  # no raise here
+    assert not prestart_decoding([str(clip.path)], device="cuda", start=2.0, end=1.0)  # no raise here
     assert a_gpu_here == []
 
 
@@ -185,9 +192,78 @@ def test_files_long_enough_together_start_them(make_clip, a_gpu_here, monkeypatc
     monkeypatch.setattr("vidpipe.decode.prestart.PROBE_BYTES", 0)
     a = make_clip(".mp4", frames=30, gop=10, width=160, height=96)
     b = make_clip(".mp4", frames=45, gop=15, width=160, height=96)
-    assert prestart_decoder_processes([str(a.path)], device="cuda")
+    assert prestart_decoding([str(a.path)], device="cuda")
     _looked()
-    assert a_gpu_here == []  # 30 frames alone: threads
-    assert prestart_decoder_processes([str(a.path), str(b.path)], device="cuda")
+    assert a_gpu_here == []  # 30 frames alone: auto reads so short a clip with PyAV
+    assert prestart_decoding([str(a.path), str(b.path)], device="cuda")
     _looked()
     assert a_gpu_here == [("cuda:0", 4, str(b.path))]  # 75 together
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["nvdec asked for", "auto, a file too long for PyAV", "auto, two files", "threads asked for, a long file"],
+)
+def test_a_file_decoded_in_this_process_gets_its_sessions_started(make_clip, a_gpu_here, monkeypatch, case):
+    """Where the run decodes with NVDEC in its own process, the command starts the sessions of
+    its longest file (as many as the decode would start, while it imports PyTorch), not decoder
+    processes."""
+    monkeypatch.setattr("vidpipe.decode.prestart.PROBE_BYTES", 0)
+    monkeypatch.setattr("vidpipe.decode.procpool.AUTO_START_FRAMES", 60)
+    short = make_clip(".mp4", frames=8, gop=4, width=160, height=96)  # 56 frames together: threads
+    clip = make_clip(".mp4", frames=48, gop=12, width=160, height=96)
+    inputs, options = [str(clip.path)], {}
+    if case == "nvdec asked for":
+        options = {"decoder": "nvdec"}
+    elif case == "auto, a file too long for PyAV":
+        monkeypatch.setattr("vidpipe.decode.auto_choice.PYAV_FRAMES_BELOW", ((0, 30),))
+    elif case == "auto, two files":
+        inputs = [str(short.path), str(clip.path)]
+    else:
+        monkeypatch.setattr("vidpipe.decode.procpool.AUTO_START_FRAMES", 40)  # long enough for processes
+        monkeypatch.setattr("vidpipe.decode.auto_choice.PYAV_FRAMES_BELOW", ((0, 30),))  # and for NVDEC
+        options = {"processes": 0}  # but threads asked for
+    early = prestart_decoding(inputs, device="cuda", **options)
+    assert early is not None
+    _looked()  # (a settle() before the probe is done starts none)
+    frames = 48 + (8 if case == "auto, two files" else 0)  # files decoding at once share the sessions
+    assert a_gpu_here == [("sessions", 0, str(clip.path), round((frames / 32.5) ** 0.5))]
+
+
+def test_settle_stops_the_sessions_and_waits_for_the_one_starting(make_clip, a_gpu_here, monkeypatch):
+    """The command settles the early start before its run captures the CUDA graph: no session
+    starts after it returns."""
+    monkeypatch.setattr("vidpipe.decode.prestart.PROBE_BYTES", 0)
+    seen = []
+    starting = threading.Event()
+
+    def sessions(info, gpu, count, stop=None):
+        starting.set()
+        seen.append(stop.wait(30))  # a session start that lasts until settle() asks it to stop
+        time.sleep(0.2)  # the one being started still finishes
+        seen.append("finished")
+        return 1
+
+    monkeypatch.setattr("vidpipe.prewarm.pool_early_sessions", sessions)
+    clip = make_clip(".mp4", frames=48, gop=12, width=160, height=96)
+    early = prestart_decoding([str(clip.path)], device="cuda", decoder="nvdec")
+    assert starting.wait(30)
+    early.settle()
+    assert seen == [True, "finished"]
+    early.settle()  # again: nothing to wait for
+
+
+def test_settle_does_not_wait_for_decoder_processes(make_clip, a_gpu_here):
+    clip = make_clip(".mp4", frames=12, gop=6, width=160, height=96)
+    early = prestart_decoding([str(clip.path)], device="cuda", processes=2)
+    t0 = time.monotonic()
+    early.settle()
+    assert time.monotonic() - t0 < 1 and a_gpu_here == [("cuda:0", 2, str(clip.path))]
+
+
+def test_a_file_nvdec_cannot_read_gets_no_sessions(make_clip, a_gpu_here, monkeypatch):
+    monkeypatch.setattr("vidpipe.decode.prestart.PROBE_BYTES", 0)
+    monkeypatch.setattr("vidpipe.prewarm.nvdec_reads", lambda info, gpu: None)  # e.g. 4:4:4 on this GPU
+    clip = make_clip(".mp4", frames=48, gop=12, width=160, height=96)
+    prestart_decoding([str(clip.path)], device="cuda", decoder="nvdec").settle()
+    assert a_gpu_here == []

@@ -1,6 +1,7 @@
 """Probe: alternating fresh runs of ``vidpipe detect CLIP --device cuda --debug`` from two source
 trees (new and old code in the same call), each run's time line from its log, seconds since the
-command started: ``call`` (vidpipe.detect's probe), ``model`` (loaded), ``graph`` (CUDA graph
+command started: ``early`` (the command's NVDEC sessions pooled), ``call`` (vidpipe.detect's probe: the
+second probe line, so one early for a run that probes its file before PyTorch), ``model`` (loaded), ``graph`` (CUDA graph
 captured), ``pool`` (decoder processes ready), ``plan`` (the file's decode plan), ``end`` (the
 summary), ``exit``; ``first`` and ``run`` from the summary; ``child_torch_max`` the slowest
 decoder process's PyTorch import (its ``ready in`` line). Medians at the end
@@ -27,6 +28,7 @@ for i in range(reps):
             if "DEBUG vidpipe.decode.probe" in line and "process" not in line:
                 probes += 1
                 if probes == 2: marks.setdefault("call", t)
+            if "NVDEC sessions started for" in line: marks.setdefault("early", t)
             if "loaded Darknet model" in line: marks.setdefault("model", t)
             if "accelerate:" in line: marks.setdefault("graph", t)
             if "decoder processes for" in line: marks.setdefault("pool", t)
@@ -44,7 +46,7 @@ for i in range(reps):
         marks["child_torch_max"] = max(ct) if ct else float("nan")
         rows[name].append(marks)
         print(name, i, " ".join(f"{k}={v:.2f}" for k, v in marks.items()), flush=True)
-keys = ["call", "model", "graph", "pool", "plan", "first", "run", "end", "exit", "child_torch_max"]
+keys = ["early", "call", "model", "graph", "pool", "plan", "first", "run", "end", "exit", "child_torch_max"]
 print("median:")
 for name, rs in rows.items():
     print(name, " ".join(f"{k}={statistics.median(r.get(k, float('nan')) for r in rs):.2f}" for k in keys))

@@ -214,15 +214,18 @@ def _output_spec(args: argparse.Namespace):
     return OutputSpec("single", path, fmt, rotate=rotate)
 
 
-def _prestart(args: argparse.Namespace) -> None:
-    """Decoder processes for a long video file start now, beside this process's own start-up."""
-    from vidpipe.decode.prestart import prestart_decoder_processes
+def _prestart(args: argparse.Namespace):
+    """The decode's slow parts start now, beside this process's own start-up: decoder processes
+    for a long video file, NVDEC sessions for a shorter one (:mod:`vidpipe.decode.prestart`).
+    ``None``: nothing started."""
+    from vidpipe.decode.prestart import prestart_decoding
 
-    if args.inputs and not getattr(args, "realtime", None):
-        prestart_decoder_processes(
-            args.inputs, device=args.device, decoder=args.decoder, processes=args.decoder_processes,
-            start=args.start, end=args.end, max_frames=args.max_frames, frame_skip=args.frame_skip,
-        )  # fmt: skip
+    if not args.inputs or getattr(args, "realtime", None):
+        return None
+    return prestart_decoding(
+        args.inputs, device=args.device, decoder=args.decoder, processes=args.decoder_processes,
+        start=args.start, end=args.end, max_frames=args.max_frames, frame_skip=args.frame_skip,
+    )  # fmt: skip
 
 
 def _check_device(args: argparse.Namespace) -> None:
@@ -282,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
     from vidpipe.sources.redact import redact_text
 
     spec = _output_spec(args)
-    _prestart(args)  # before PyTorch is imported (by _check_device): the two starts overlap
+    early = _prestart(args)  # before PyTorch is imported (by _check_device): the two starts overlap
     _check_device(args)
     hub, preview_stages = _preview(args)
     inputs = list(args.inputs)
@@ -295,6 +298,10 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"vidpipe: --resume: every input is done ({len(setup.skipped)} skipped); nothing to do", flush=True)
         return 0
+    if early is not None:  # its NVDEC sessions start while PyTorch imports; none during the CUDA graph's capture
+        import torch  # noqa: F401 - imported here rather than in vidpipe.detect (``--device auto``)
+
+        early.settle()
     det_run = vidpipe.detect(
         setup.run_inputs,
         model=args.model,

@@ -297,6 +297,7 @@ class NvdecSession:
         from vidpipe.decode.nvdec_pool import POOL
 
         sess = POOL.acquire(session_key(info, device, latency), lambda: cls(info, device, latency=latency))
+        sess.adopt_stream()  # one started before PyTorch was imported (vidpipe.decode.nvdec_early) has none yet
         if sess.info.location != info.location:  # a reused session: now decoding another file
             sess.info = info
             sess._extradata = _extradata(info)
@@ -357,24 +358,23 @@ class NvdecSession:
         self._decoder = None
 
 
-def primed_sessions(info: StreamInfo, count: int, make: "Callable[[], NvdecSession]") -> list[NvdecSession]:
+def primed_sessions(info: StreamInfo, count: int, make: "Callable[[], NvdecSession]") -> "Iterator[NvdecSession]":
     """``count`` new sessions from ``make()``, each fed ``info``'s first keyframe and drained
     (the driver creates a session's hardware decoder at the first sequence header: this is the
-    start that costs about 50 ms), not pooled yet. None for a file without a keyframe."""
+    start that costs about 50 ms), yielded as each is ready, not pooled yet; none for a file
+    without a keyframe. Stop iterating to start no more."""
     from vidpipe.decode.demux import ANNEXB_FILTERS, Demuxer
 
     if count < 1:
-        return []
+        return
     with Demuxer(info.location, annexb=canonical_codec(info.codec) in ANNEXB_FILTERS) as dmx:
         first = next((p for p in dmx.packets() if p.is_key), None)
-    sessions: list[NvdecSession] = []
     for _ in range(count if first is not None else 0):
         sess = make()
         sess.start(None)  # type: ignore[arg-type]
         sess.feed(first)  # type: ignore[arg-type]
         sess.finish()
-        sessions.append(sess)
-    return sessions
+        yield sess
 
 
 def warm_sessions(

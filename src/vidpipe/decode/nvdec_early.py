@@ -1,15 +1,19 @@
-"""NVDEC sessions started before PyTorch is imported: a decoder process's first seconds.
+"""NVDEC sessions started before PyTorch is imported: a command's and a decoder process's first
+seconds.
 
 A decoder process (:mod:`vidpipe.decode.procworker`) started for a long file used to import
 PyTorch (2-5 s, while the command and the other processes import it too), start CUDA, and only
 then start its share of the file's NVDEC sessions (about 50 ms each, one at a time in the
-driver) before saying hello. The sessions need a CUDA context and a stream, not PyTorch. This
-module takes the GPU's primary context (the one PyTorch's runtime binds later, so the sessions and
-PyTorch share it) and one non-blocking stream per session from the CUDA driver through ``ctypes``
-(calls that release the GIL), and starts the sessions on them, in a thread beside the import.
-Once PyTorch is imported, :meth:`~vidpipe.decode.nvdec.NvdecSession.adopt_stream` wraps each
-stream in a ``torch.cuda.ExternalStream`` and the sessions go to the process's session pool
-(:mod:`vidpipe.decode.nvdec_pool`), where the first job takes them.
+driver) before saying hello; ``vidpipe detect`` on a shorter file, decoded in the command's own
+process, started them during its decode's first second (:mod:`vidpipe.decode.prestart`). The
+sessions need a CUDA context and a stream, not PyTorch. This module takes the GPU's primary
+context (the one PyTorch's runtime binds later, so the sessions and PyTorch share it) and one
+non-blocking stream per session from the CUDA driver through ``ctypes`` (calls that release the
+GIL), and starts the sessions on them, in a thread beside the import (in the decoder process or
+in the command). Each session goes to the process's session pool
+(:mod:`vidpipe.decode.nvdec_pool`) as soon as it is ready; the decoder that takes it, once
+PyTorch is imported, wraps its stream in a ``torch.cuda.ExternalStream``
+(:meth:`~vidpipe.decode.nvdec.NvdecSession.adopt_stream`).
 
 The streams live as long as the process: a stream is never destroyed under a decoder that may
 still use it (a CUDA error inside PyNvVideoCodec ends the process), and there are only as many as
@@ -25,9 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from vidpipe.decode.base import StreamInfo
-    from vidpipe.decode.nvdec import NvdecSession
 
-__all__ = ["start_sessions", "primary_context", "new_stream", "CudaDriverError"]
+__all__ = ["pool_sessions", "primary_context", "new_stream", "CudaDriverError"]
 
 logger = logging.getLogger(__name__)
 
@@ -89,14 +92,22 @@ def new_stream() -> int:
     return int(stream.value or 0)
 
 
-def start_sessions(info: "StreamInfo", gpu: int, count: int) -> "list[NvdecSession]":
+def pool_sessions(info: "StreamInfo", gpu: int, count: int, *, stop: "threading.Event | None" = None) -> int:
     """Start ``count`` NVDEC sessions for ``info``'s kind of stream on GPU ``gpu`` without
-    PyTorch: each on a stream of its own (:func:`new_stream`, in GPU ``gpu``'s primary context),
-    fed the file's first keyframe and drained, as :func:`~vidpipe.decode.nvdec.warm_sessions`
-    does. They are not pooled yet: call each one's ``adopt_stream()`` once PyTorch is imported,
-    then ``close()`` puts it in the pool. Raises where the driver, PyNvVideoCodec or the file fail
-    (the sessions started before the failure are lost with it: the caller starts its own)."""
+    PyTorch, each on a stream of its own (:func:`new_stream`, in GPU ``gpu``'s primary context),
+    fed the file's first keyframe and drained as :func:`~vidpipe.decode.nvdec.warm_sessions`
+    does, and put each in the process's pool as soon as it is ready: the decoder that takes one
+    gives it its PyTorch stream (:meth:`~vidpipe.decode.nvdec.NvdecSession.adopt_stream`). Starts
+    no more once ``stop`` is set (the one being started is finished and pooled). Returns how many
+    were pooled. Raises where the driver, PyNvVideoCodec or the file fail (those pooled before
+    the failure stay pooled: the decode starts the rest)."""
     from vidpipe.decode.nvdec import NvdecSession, primed_sessions
 
     primary_context(gpu)
-    return primed_sessions(info, count, lambda: NvdecSession(info, gpu, stream=new_stream()))
+    pooled = 0
+    for sess in primed_sessions(info, count, lambda: NvdecSession(info, gpu, stream=new_stream())):
+        sess.close()  # drained and healthy: into the pool
+        pooled += 1
+        if stop is not None and stop.is_set():
+            break
+    return pooled

@@ -1,28 +1,38 @@
-"""Decoder processes started at a command's first step, beside its own start-up.
+"""The decode's slow parts started at a command's first step, beside its own start-up.
 
-A decoder process starts in seconds (its interpreter, PyTorch, a CUDA context). ``vidpipe.detect``
-starts them itself, when the decode begins, for a file of
-:data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames or more, or when ``decoder_processes``
-asks for them; the file then waits for their start. ``vidpipe detect`` knows that before it
-imports PyTorch, so it calls :func:`prestart_decoder_processes` first thing (nothing imported but
-the standard library; PyAV in a thread reads the lengths of inputs of :data:`PROBE_BYTES` or
-more): the children start while the command does, each starting its share of the file's NVDEC
-sessions before it says hello (``warm_for``, :class:`~vidpipe.decode.procpool.DecoderProcessPool`),
-and the decode waits less.
+``vidpipe detect`` knows its inputs before it imports PyTorch (seconds), so it calls
+:func:`prestart_decoding` first thing (nothing imported but the standard library; PyAV in a thread
+reads the lengths of inputs of :data:`PROBE_BYTES` or more), and it starts one of two things:
 
-Only where the decode would start them anyway: a GPU device (``cuda``, ``cuda:N``, or ``auto`` on
-a machine with an NVIDIA driver), ``decoder`` ``auto`` or ``nvdec``, PyNvVideoCodec installed, a
-video file among the inputs, and either ``processes`` given or
-:data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames to decode in the files (of the first
-:data:`PROBED_INPUTS`) together: files decoding at once share the processes
-(``DecodeOptions.files_at_once``). Not for fewer frames: on an
-H200, four children starting beside the command delayed its first result from 2.2 to 4.9 s (their
-CUDA contexts and the command's start at the same time) and a 4,800-frame 1080p file took 11.6 s
+**Decoder processes**, for a file of :data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames or
+more (the files of the first :data:`PROBED_INPUTS` together: files decoding at once share the
+processes, ``DecodeOptions.files_at_once``) or when ``processes`` asks for them. A process starts
+in seconds (its interpreter, PyTorch, a CUDA context); ``vidpipe.detect`` starts them itself when
+the decode begins, which then waits for them. Started here, the children start while the command
+does, each starting its share of the file's NVDEC sessions before it says hello (``warm_for``,
+:class:`~vidpipe.decode.procpool.DecoderProcessPool`). Not for fewer frames: on an H200, four
+children starting beside the command delayed its first result from 2.2 to 4.9 s (their CUDA
+contexts and the command's start at the same time) and a 4,800-frame 1080p file took 11.6 s
 against 8.4 s with threads (``docs/bench/h200/startup``); from about 15,000 1080p frames they win
-(``docs/bench/h200/startup/crossover``: 60,000 frames 23.5 s against 28.6 s). Where they are used, starting them with
-the command costs less than starting them at the decode: on that file ``vidpipe detect
---decoder-processes 4`` took 12.4 s (median of 3), ``vidpipe.detect(..., decoder_processes=4)``
-from a Python script, which starts them at the decode, 14.0 s (threads: 9.1 and 9.9 s).
+(``docs/bench/h200/startup/crossover``: 60,000 frames 23.5 s against 28.6 s). Where they are used,
+starting them with the command costs less than starting them at the decode: on that file
+``vidpipe detect --decoder-processes 4`` took 12.4 s (median of 3), ``vidpipe.detect(...,
+decoder_processes=4)`` from a Python script, which starts them at the decode, 14.0 s (threads: 9.1
+and 9.9 s).
+
+**NVDEC sessions in the command's own process**, for the files it decodes with threads (shorter,
+or ``processes`` 0), except the one short file ``auto`` reads with PyAV
+(:func:`~vidpipe.prewarm.pyav_reads`): the sessions the decode would start for the longest file's
+kind of stream (:func:`~vidpipe.decode.nvdec_pool.sessions_worth_starting`: 12 for 4,800 frames),
+started without PyTorch (:mod:`vidpipe.decode.nvdec_early`) while the command imports it, and
+pooled, so the decode takes them ready instead of starting them one at a time in the driver
+during its first second. The command calls :meth:`Prestart.settle` before its run captures the
+model's CUDA graph, which no session start may overlap; by then, 3-4 s into the command, the
+sessions are long started.
+
+Only where the decode would use NVDEC anyway: a GPU device (``cuda``, ``cuda:N``, or ``auto`` on a
+machine with an NVIDIA driver), ``decoder`` ``auto`` or ``nvdec``, PyNvVideoCodec installed, a
+video file among the inputs.
 """
 
 from __future__ import annotations
@@ -31,21 +41,26 @@ import importlib.util
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["prestart_decoder_processes", "gpu_name"]
+if TYPE_CHECKING:
+    from vidpipe.decode.base import StreamInfo
+
+__all__ = ["prestart_decoding", "Prestart", "gpu_name"]
 
 logger = logging.getLogger(__name__)
 
 #: inputs probed for their length (the rest of a long list is not looked at)
 PROBED_INPUTS = 8
-#: files smaller than this together are not probed (a video of
-#: :data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames rarely is: 1.6 Mbit/s at 30 fps;
-#: the real 1080p clip of 15,000 frames is 206 MB); reading the lengths of short inputs beside the
-#: command's import of PyTorch cost every command for the sake of a few. A long file under it still
-#: gets the processes, started at its decode instead
-PROBE_BYTES = 100 << 20
+#: files smaller than this together are not probed: neither processes nor early sessions pay for
+#: the probe's share of the command's start (PyAV's import beside PyTorch's). Such a file's decode
+#: is short and starts few sessions (4 MB of 1080p H.264 at 3 Mbit/s: 10 s, 300 frames, where
+#: ``auto`` reads it with PyAV; the bundled clip is 0.5 MB). A file of
+#: :data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames under it (64 kbit/s) still gets its
+#: processes, started at its decode instead
+PROBE_BYTES = 4 << 20
 
 
 def gpu_name(device: str) -> str | None:
@@ -65,7 +80,28 @@ def gpu_name(device: str) -> str | None:
     return text
 
 
-def prestart_decoder_processes(
+class Prestart:
+    """What :func:`prestart_decoding` began: a thread that reads the inputs' lengths and starts
+    decoder processes or NVDEC sessions. :meth:`settle` before the run captures its CUDA graph."""
+
+    def __init__(self, look: "Callable[[threading.Event], None] | None" = None) -> None:
+        self._stop = threading.Event()
+        self._thread = None
+        if look is not None:
+            self._thread = threading.Thread(target=look, args=(self._stop,), name="vidpipe-prestart", daemon=True)
+            self._thread.start()
+
+    def settle(self) -> None:
+        """Start no more NVDEC sessions in this process and wait for the one being started, if
+        any (the driver's session start must not run during a CUDA graph's capture). Sessions
+        already started stay pooled; the decode starts the rest. Decoder processes go on
+        starting in the background. Idempotent."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def prestart_decoding(
     inputs: Sequence[str | os.PathLike],
     *,
     device: str = "auto",
@@ -75,51 +111,68 @@ def prestart_decoder_processes(
     end: float | None = None,
     max_frames: int | None = None,
     frame_skip: int = 1,
-) -> bool:
-    """Start decoder processes in the background when a run of these options would start them
-    (see the module docstring); return at once. ``True``: they start, or start if an input is
-    long enough (read in a thread); ``False``: not a run that starts them. Never raises: a failure
-    is logged and the run decodes with threads (or starts them itself).
+) -> Prestart | None:
+    """Start the decode's slow parts in the background when a run of these options would need
+    them (see the module docstring): decoder processes, or the NVDEC sessions of a file decoded
+    in this process. Returns at once: a :class:`Prestart` (the inputs' lengths are read in its
+    thread), or ``None`` (not a run that decodes video files on NVDEC; nothing started). Never
+    raises: a failure is logged and the run starts what it needs itself.
 
     Args:
         inputs: the run's inputs as given (files are probed; URLs, folders and globs are not).
-        device, decoder, processes: the run's options (``processes`` ``0``: threads, nothing to
-            start; ``None``: :data:`~vidpipe.decode.procpool.DEFAULT_PROCESSES` for a long file).
+        device, decoder, processes: the run's options (``processes`` ``0``: threads, no process
+            to start; ``None``: :data:`~vidpipe.decode.procpool.DEFAULT_PROCESSES` for a long file).
         start, end, max_frames, frame_skip: the run's frame selection (the frames it decodes).
     """
-    if processes == 0 or decoder not in ("auto", "nvdec"):
-        return False
+    if decoder not in ("auto", "nvdec"):
+        return None
     name = gpu_name(device)
     if name is None or importlib.util.find_spec("PyNvVideoCodec") is None:
-        return False
+        return None
     files = [Path(p) for p in inputs[:PROBED_INPUTS] if Path(p).is_file()]
     if not files:
-        return False
+        return None
     from vidpipe.decode.base import DecodeOptions
     from vidpipe.decode.procpool import DEFAULT_PROCESSES, start_in_background
 
-    if processes is not None:  # asked for: the decode starts them whatever the length
+    if processes:  # asked for: the decode starts them whatever the length
         start_in_background(name, processes, warm_for=str(files[0]))  # the children probe it
-        return True
-    if sum(map(_size, files)) < PROBE_BYTES:  # too small to hold AUTO_START_FRAMES frames: no thread, no probe
-        return False
+        return Prestart()
+    if sum(map(_size, files)) < PROBE_BYTES:  # too small for either to pay: no thread, no probe
+        return None
     try:
         options = DecodeOptions(frame_skip=frame_skip, max_frames=max_frames, start=start, end=end)
     except ValueError:  # the run itself reports options that do not fit (--end before --start)
-        return False
+        return None
+    gpu = int(name.split(":")[1])
+    only_input = len(inputs) == 1
 
-    def look() -> None:
+    def look(stop: threading.Event) -> None:
         try:
             from vidpipe.decode.procpool import AUTO_START_FRAMES
+            from vidpipe.prewarm import nvdec_reads, pool_early_sessions, pyav_reads
 
-            frames, path = _lengths(files, options)
-            if frames >= AUTO_START_FRAMES:
-                start_in_background(name, DEFAULT_PROCESSES, warm_for=str(path))
+            frames, info = _lengths(files, options)
+            if info is None:
+                return
+            if processes is None and frames >= AUTO_START_FRAMES:
+                start_in_background(name, DEFAULT_PROCESSES, warm_for=str(info.location))
+                return
+            if decoder == "auto" and only_input and pyav_reads(info, options):
+                return  # auto reads it with PyAV: no session
+            info = nvdec_reads(info, gpu)
+            if info is not None and not stop.is_set():
+                from vidpipe.decode.nvdec import default_workers
+                from vidpipe.decode.nvdec_pool import sessions_worth_starting
+
+                # the sessions the decode would start itself (its files share them), started sooner
+                count = sessions_worth_starting(frames, idle=0, most=default_workers(gpu, info.codec))
+                pooled = pool_early_sessions(info, gpu, count, stop=stop)
+                logger.debug("%d NVDEC sessions started for %s before PyTorch", pooled, info.location)
         except Exception as exc:  # noqa: BLE001 - the decode starts them itself, or uses threads
-            logger.debug("decoder processes not started early: %s", exc)
+            logger.debug("decoding not started early: %s", exc)
 
-    threading.Thread(target=look, name="vidpipe-prestart", daemon=True).start()
-    return True
+    return Prestart(look)
 
 
 def _size(path: Path) -> int:
@@ -129,15 +182,15 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _lengths(files: Sequence[Path], options) -> tuple[int, Path | None]:
+def _lengths(files: Sequence[Path], options) -> "tuple[int, StreamInfo | None]":
     """The frames ``files`` decode with ``options`` together (an input that is not video, or
-    whose length is unknown, counts 0), and the longest of them (the one the children start
-    their sessions for). Together: files decoding at once share the processes."""
+    whose length is unknown, counts 0), and the stream of the longest of them (the one the
+    sessions are started for). Together: files decoding at once share the processes."""
     from vidpipe.decode.auto_choice import frames_to_decode
     from vidpipe.decode.probe import probe
     from vidpipe.errors import VidpipeError
 
-    total, most, longest = 0, 0, None
+    total, most, longest = 0, -1, None
     for path in files:
         try:
             info = probe(path)
@@ -146,5 +199,5 @@ def _lengths(files: Sequence[Path], options) -> tuple[int, Path | None]:
         frames = frames_to_decode(info, options) or 0
         total += frames
         if frames > most:
-            most, longest = frames, path
+            most, longest = frames, info
     return total, longest

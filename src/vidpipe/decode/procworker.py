@@ -326,12 +326,9 @@ def _warm_at_start(path: str, device: str, processes: int, early: "ChildPrewarm 
         from vidpipe.decode.probe import probe
         from vidpipe.decode.procpool import sessions_per_process
 
-        started = early.sessions() if early is not None else []
-        for sess in started:
-            sess.adopt_stream()
-            sess.close()  # into the pool: warm_sessions counts it
+        started = early.wait() if early is not None else 0  # pooled already: warm_sessions counts them
         if started:
-            logging.getLogger(__name__).debug("%d NVDEC sessions started before PyTorch", len(started))
+            logging.getLogger(__name__).debug("%d NVDEC sessions started before PyTorch", started)
         info = early.info if early is not None and early.info is not None else probe(path)
         share = sessions_per_process(default_workers(torch.device(device), info.codec), processes)
         warm_sessions(info, device, count=share, processes=0)

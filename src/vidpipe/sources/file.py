@@ -71,12 +71,15 @@ class FileSource:
 
 
 def _note_buffers(dec: Any, state: "SourceState") -> None:
-    """The decoder's GPU frame buffers in the source's summary (``gpu_buffers_mib``), and its
-    out-of-memory back-off (``gpu_buffer_backoff``) if one happened."""
+    """The GPU decoder's sessions (``decode_sessions``, in decoder processes too) and frame
+    buffers (``gpu_buffers_mib``) in the source's summary, and its out-of-memory back-off
+    (``gpu_buffer_backoff``) if one happened."""
     stats = getattr(dec, "stats", None)
     if not callable(stats) or getattr(dec, "buffer_device", None) is None or dec.buffer_device.type != "cuda":
         return
     s = stats()
+    if s.get("workers"):
+        state.extra["decode_sessions"] = s["workers"]
     state.extra["gpu_buffers_mib"] = round(s.get("buffer_peak_bytes", 0) / (1 << 20), 1)
     if s.get("buffer_backoff"):
         state.extra["gpu_buffer_backoff"] = s["buffer_backoff"]
