@@ -23,8 +23,11 @@ A decoder process (:mod:`vidpipe.decode.procworker`) started for a long file ask
 capabilities, then starts its share of the file's sessions. :class:`ChildPrewarm` does both in a
 thread while the process imports PyTorch, which neither needs: the sessions start on the GPU's
 primary context and streams taken from the CUDA driver (:mod:`vidpipe.decode.nvdec_early`), and
-join the process's pool once PyTorch is in. Measured in ``docs/bench/h200/startup-prep`` and
-``docs/bench/h200/child-start``.
+join the process's pool as each is ready (the decoder that takes one gives it its PyTorch
+stream). ``vidpipe detect`` starts the sessions of a file it decodes in its own process the same
+way (:func:`pool_early_sessions`, from :mod:`vidpipe.decode.prestart`). Measured in
+``docs/bench/h200/startup-prep``, ``docs/bench/h200/child-start`` and
+``docs/bench/h200/early-sessions``.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import logging
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vidpipe.cli._annotate_args import add_annotate_args, annotate_stages, check_blur
 from vidpipe.cli._embed_args import add_embed_args, with_embed_stages
@@ -23,6 +24,9 @@ from vidpipe.cli._process_args import process_count_or_auto
 from vidpipe.cli._resume import add_resume_arg, resume_setup
 from vidpipe.cli._zone_args import add_zone_args, needs_tracking, zone_stages
 from vidpipe.cli._track_args import add_track_args, track_options
+
+if TYPE_CHECKING:
+    from vidpipe.decode.prestart import Prestart
 
 logger = logging.getLogger("vidpipe.cli")
 
@@ -214,7 +218,7 @@ def _output_spec(args: argparse.Namespace):
     return OutputSpec("single", path, fmt, rotate=rotate)
 
 
-def _prestart(args: argparse.Namespace):
+def _prestart(args: argparse.Namespace) -> "Prestart | None":
     """The decode's slow parts start now, beside this process's own start-up: decoder processes
     for a long video file, NVDEC sessions for a shorter one (:mod:`vidpipe.decode.prestart`).
     ``None``: nothing started."""
