@@ -25,7 +25,7 @@ thread while the process imports PyTorch, which neither needs: the sessions star
 primary context and streams taken from the CUDA driver (:mod:`vidpipe.decode.nvdec_early`), and
 join the process's pool as each is ready (the decoder that takes one gives it its PyTorch
 stream). ``vidpipe detect`` starts the sessions of a file it decodes in its own process the same
-way (:func:`pool_early_sessions`, from :mod:`vidpipe.decode.prestart`). Measured in
+way (:mod:`vidpipe.decode.prestart`). Measured in
 ``docs/bench/h200/startup-prep``, ``docs/bench/h200/child-start`` and
 ``docs/bench/h200/early-sessions``.
 """
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from vidpipe.decode.base import DecodeOptions, StreamInfo
     from vidpipe.sources.spec import SourceSpec
 
-__all__ = ["start_prewarm", "ChildPrewarm", "pool_early_sessions", "nvdec_reads", "pyav_reads"]
+__all__ = ["start_prewarm", "ChildPrewarm", "nvdec_reads", "pyav_reads"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class ChildPrewarm:
     file's probe, the NVDEC caps of its stream, then this process's share of the NVDEC sessions
     the parent's decode of it runs over ``processes`` decoder processes
     (:func:`~vidpipe.decode.procpool.sessions_per_process`), pooled as each is ready
-    (:func:`pool_early_sessions`). Never raises: a failure is logged at debug level and leaves
+    (:func:`~vidpipe.decode.nvdec_early.pool_sessions`). Never raises: a failure is logged at debug level and leaves
     fewer (or no) sessions, which the process then starts itself."""
 
     def __init__(self, path: str, gpu: int, *, processes: int) -> None:
@@ -98,32 +98,17 @@ class ChildPrewarm:
         self.info = info
         try:
             from vidpipe.decode.nvdec import default_workers
+            from vidpipe.decode.nvdec_early import pool_sessions
             from vidpipe.decode.procpool import sessions_per_process
 
-            count = sessions_per_process(default_workers(gpu, info.codec), processes)
-        except Exception as exc:  # noqa: BLE001 - the process starts its sessions itself
+            self._pooled = pool_sessions(info, gpu, sessions_per_process(default_workers(gpu, info.codec), processes))
+        except Exception as exc:  # noqa: BLE001 - the process starts its (missing) sessions itself
             logger.debug("NVDEC sessions not started before PyTorch: %s: %s", type(exc).__name__, exc)
-            return
-        self._pooled = pool_early_sessions(info, gpu, count)
 
     def wait(self) -> int:
         """Wait for the thread; the sessions it pooled (none where it could not)."""
         self._thread.join()
         return self._pooled
-
-
-def pool_early_sessions(info: "StreamInfo", gpu: int, count: int, *, stop: threading.Event | None = None) -> int:
-    """Start ``count`` NVDEC sessions for ``info``'s kind of stream on GPU ``gpu`` (a CUDA ordinal)
-    without PyTorch (:func:`~vidpipe.decode.nvdec_early.pool_sessions`), into the process's pool
-    as each is ready, no more once ``stop`` is set. Returns how many were pooled. Never raises: a
-    failure is logged at debug level (the decode starts the sessions missing)."""
-    try:
-        from vidpipe.decode.nvdec_early import pool_sessions
-
-        return pool_sessions(info, gpu, count, stop=stop)
-    except Exception as exc:  # noqa: BLE001 - the decode starts its sessions itself
-        logger.debug("NVDEC sessions not started before PyTorch: %s: %s", type(exc).__name__, exc)
-        return 0
 
 
 def _started(*args: Any, **kwargs: Any) -> threading.Thread:

@@ -109,7 +109,7 @@ def a_gpu_here(monkeypatch):
     monkeypatch.setattr("vidpipe.decode.procpool.start_in_background",
                         lambda name, n, warm_for=None: started.append((name, n, warm_for)))
     monkeypatch.setattr("vidpipe.prewarm.nvdec_reads", lambda info, gpu: info)  # NVDEC reads it
-    monkeypatch.setattr("vidpipe.prewarm.pool_early_sessions",
+    monkeypatch.setattr("vidpipe.decode.nvdec_early.pool_sessions",
                         lambda info, gpu, count, stop=None: started.append(("sessions", gpu, info.location, count)) or count)
     return started
 
@@ -244,7 +244,7 @@ def test_settle_stops_the_sessions_and_waits_for_the_one_starting(make_clip, a_g
         seen.append("finished")
         return 1
 
-    monkeypatch.setattr("vidpipe.prewarm.pool_early_sessions", sessions)
+    monkeypatch.setattr("vidpipe.decode.nvdec_early.pool_sessions", sessions)
     clip = make_clip(".mp4", frames=48, gop=12, width=160, height=96)
     early = prestart_decoding([str(clip.path)], device="cuda", decoder="nvdec")
     assert starting.wait(30)

@@ -149,8 +149,9 @@ def prestart_decoding(
 
     def look(stop: threading.Event) -> None:
         try:
+            from vidpipe.decode.nvdec_early import pool_sessions
             from vidpipe.decode.procpool import AUTO_START_FRAMES
-            from vidpipe.prewarm import nvdec_reads, pool_early_sessions, pyav_reads
+            from vidpipe.prewarm import nvdec_reads, pyav_reads
 
             frames, info = _lengths(files, options)
             if info is None:
@@ -167,7 +168,7 @@ def prestart_decoding(
 
                 # the sessions the decode would start itself (its files share them), started sooner
                 count = sessions_worth_starting(frames, idle=0, most=default_workers(gpu, info.codec))
-                pooled = pool_early_sessions(info, gpu, count, stop=stop)
+                pooled = pool_sessions(info, gpu, count, stop=stop)  # each pooled as it is ready
                 logger.debug("%d NVDEC sessions started for %s before PyTorch", pooled, info.location)
         except Exception as exc:  # noqa: BLE001 - the decode starts them itself, or uses threads
             logger.debug("decoding not started early: %s", exc)

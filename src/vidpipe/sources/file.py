@@ -56,7 +56,7 @@ class FileSource:
                 dec.batches(config.batch_size), to_input, device=device, stop=ctx.stop, stats=ctx.stats, state=state,
                 streams=detector.cuda_streams, warm=ctx.warm,
             )
-            _note_buffers(dec, state)
+            _note_gpu_decoder(dec, state)
             procs = getattr(dec, "processes_used", 0)
             if procs:
                 state.decoder_reason = f"{state.decoder_reason}; sessions in {procs} decoder processes"
@@ -70,7 +70,7 @@ class FileSource:
                 logger.warning("%s: no frames: %s", self.spec.name, state.extra["note"])
 
 
-def _note_buffers(dec: Any, state: "SourceState") -> None:
+def _note_gpu_decoder(dec: Any, state: "SourceState") -> None:
     """The GPU decoder's sessions (``decode_sessions``, in decoder processes too) and frame
     buffers (``gpu_buffers_mib``) in the source's summary, and its out-of-memory back-off
     (``gpu_buffer_backoff``) if one happened."""
