@@ -29,6 +29,7 @@ from vidpipe.types import FrameResult, ModelInput
 
 if TYPE_CHECKING:
     from vidpipe.batching.queues import QueuedChunk
+    from vidpipe.types import Detections
     from vidpipe.models.detector import Detector
     from vidpipe.pipeline_config import PipelineConfig
     from vidpipe.stats import PipelineStats
@@ -278,15 +279,18 @@ class Inference:
                 for t in (*_tensors(job.raw), inp.tensor, inp.scale, inp.pad):
                     t.record_stream(post)
                 with torch.cuda.stream(post):
-                    dets = self._postprocess(job, torch)
-                if dets.device.type == "cuda":  # hand GPU results to the caller's stream safely
+                    if self.config.results_on_host:
+                        per_frame = self._to_host(job)
+                    else:
+                        dets = self._runner.postprocess(job.raw, inp)
+                if not self.config.results_on_host:  # hand the GPU results to the caller's stream safely
                     cur = torch.cuda.current_stream(self.device)
                     cur.wait_stream(post)
                     for t in (dets.boxes, dets.scores, dets.class_ids, dets.frame):
                         t.record_stream(cur)
-            else:
-                dets = self._postprocess(job, torch)
-        per_frame = dets.split(n)
+                    per_frame = dets.split(n, by_frame=True)  # NMS's order, kept by the mapping
+            else:  # the CPU: the results are on the host already
+                per_frame = self._runner.postprocess(job.raw, inp).split(n, by_frame=True)
         names = tuple(self.detector.names)
         if inp.images is None:
             yield [FrameResult(meta=meta, detections=d, names=names) for meta, d in zip(inp.frames, per_frame)]
@@ -297,12 +301,16 @@ class Inference:
             for i, (meta, d) in enumerate(zip(inp.frames, per_frame))
         ]
 
-    def _postprocess(self, job: "_InFlight", torch: Any):
-        dets = self._runner.postprocess(job.raw, job.inp)
-        if self.config.results_on_host and dets.device.type != "cpu":
-            with self.stats.time("d2h", len(job.inp)):
-                self.stats.d2h_bytes += sum(
-                    t.numel() * t.element_size() for t in (dets.boxes, dets.scores, dets.class_ids, dets.frame)
-                )
-                dets = dets.cpu()
-        return dets
+    def _to_host(self, job: "_InFlight") -> "list[Detections]":
+        """``results_on_host`` on a GPU: head and NMS on the device, then the batch's results per
+        frame on the CPU (:func:`~vidpipe.post.host.results_on_host`: one copy, the letterbox
+        undone on the host, where :meth:`Detector.postprocess` undoes it on the device)."""
+        from vidpipe.post.host import results_on_host
+
+        dets = self._runner.select(job.raw, job.inp)
+        with self.stats.time("d2h", len(job.inp)):
+            per_frame, nbytes = results_on_host(dets, job.inp)
+        self.stats.d2h_bytes += nbytes
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("%d frames -> %d detections", len(job.inp), len(dets))
+        return per_frame

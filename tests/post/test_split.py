@@ -38,3 +38,14 @@ def test_split_matches_a_mask_per_frame(frames, tracks):
         else:  # (an empty batch splits into empty Detections without ids)
             assert p.track_ids is None
         Detections(p.boxes, p.scores, p.class_ids, p.frame, p.track_ids)  # what the checks would say: valid
+
+
+@pytest.mark.parametrize("frames", [[0, 0, 1, 2, 2, 2, 5], [3, 3, 3], []])
+def test_split_by_frame_skips_the_sort_of_sorted_rows(frames):
+    d = _batch(frames, tracks=True)
+    for plain, fast in zip(d.split(6), d.split(6, by_frame=True)):
+        assert torch.equal(plain.boxes, fast.boxes) and torch.equal(plain.scores, fast.scores)
+        assert torch.equal(plain.class_ids, fast.class_ids) and torch.equal(plain.frame, fast.frame)
+        assert (plain.track_ids is None) == (fast.track_ids is None)
+        if plain.track_ids is not None:
+            assert torch.equal(plain.track_ids, fast.track_ids)

@@ -182,11 +182,29 @@ class Detector:
         output of :meth:`forward` on ``inp``; runs on the current CUDA stream."""
         import torch
 
+        dets = self.select(raw, inp)
+        # The results leave as ordinary tensors (inference tensors refuse in-place updates outside
+        # inference mode, which would surprise a tracker or a sink); they are small.
+        with torch.no_grad():
+            out = to_source(dets, inp)
+            out = Detections(out.boxes, out.scores.clone(), out.class_ids.clone(), out.frame.clone())
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("%d frames -> %d detections", len(inp), len(out))
+        return out
+
+    def select(self, raw: Any, inp: ModelInput) -> Detections:
+        """Output head and NMS (one host synchronisation) for the ``raw`` output of :meth:`forward`
+        on ``inp``: the batch's detections with boxes still in ``inp``'s model-input pixels
+        (``frame`` = row in the batch; inference tensors on the model's device, current CUDA
+        stream). :meth:`postprocess` then undoes the letterbox on the device;
+        :func:`vidpipe.post.host.results_on_host` does it on the host."""
+        import torch
+
         cfg = self.config
         x = inp.tensor
         with torch.inference_mode():
             cand = self.head(raw, (int(x.shape[-2]), int(x.shape[-1])))
-            dets = nms(
+            return nms(
                 cand,
                 conf=cfg.conf,
                 iou=cfg.iou,
@@ -196,14 +214,6 @@ class Detector:
                 num_classes=self.model.info.num_classes,
                 multi_label=self.multi_label,
             )
-        # The results leave as ordinary tensors (inference tensors refuse in-place updates outside
-        # inference mode, which would surprise a tracker or a sink); they are small.
-        with torch.no_grad():
-            out = to_source(dets, inp)
-            out = Detections(out.boxes, out.scores.clone(), out.class_ids.clone(), out.frame.clone())
-        if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("%d frames -> %d detections", len(inp), len(out))
-        return out
 
     def warmup(self, batch_size: int = 1) -> float:
         """Run the whole detector (model, head, NMS, box mapping) once on a grey

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from vidpipe.post.dtypes import as_float32
 from vidpipe.types import Detections, FrameMeta, ModelInput
 
 if TYPE_CHECKING:
@@ -33,9 +34,16 @@ def to_source(dets: Detections, inp: ModelInput) -> Detections:
     if len(dets) == 0:
         return dets
     frame = dets.frame
-    scale = inp.scale.to(dets.device, torch.float32)[frame].repeat(1, 2)  # (N, 4) sx, sy, sx, sy
-    pad = inp.pad.to(dets.device, torch.float32)[frame].repeat(1, 2)  # (N, 4)
-    boxes = (dets.boxes.float() - pad) / scale
+    scale = _on(inp.scale, dets.device)[frame].repeat(1, 2)  # (N, 4) sx, sy, sx, sy
+    pad = _on(inp.pad, dets.device)[frame].repeat(1, 2)  # (N, 4)
+    boxes = (as_float32(dets.boxes) - pad) / scale
     limit = frame_sizes(inp.frames, dets.device)[frame].repeat(1, 2)  # (N, 4) w, h, w, h
     boxes = torch.minimum(boxes.clamp_(min=0.0), limit)
     return Detections(boxes, dets.scores, dets.class_ids, dets.frame, dets.track_ids)
+
+
+def _on(t: "torch.Tensor", device: "torch.device") -> "torch.Tensor":
+    """``t`` as float32 on ``device`` (itself when it is: no PyTorch call)."""
+    import torch
+
+    return as_float32(t) if t.device == device else t.to(device, torch.float32)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from vidpipe._validate import check_range
 from vidpipe.models.base import Candidates
+from vidpipe.post.dtypes import as_float32, as_int64
 from vidpipe.types import Detections
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ def nms(
         frame, anchor, cls = mask.nonzero(as_tuple=True)
         if frame.numel() == 0:
             return Detections.empty(boxes.device)
-        boxes, scores, class_ids = boxes[frame, anchor].float(), per_class[frame, anchor, cls].float(), cls
+        boxes, scores, class_ids = as_float32(boxes[frame, anchor]), as_float32(per_class[frame, anchor, cls]), cls
         if num_classes is None:
             num_classes = per_class.shape[-1]
     else:
@@ -118,7 +119,7 @@ def nms(
         frame, anchor = mask.nonzero(as_tuple=True)
         if frame.numel() == 0:
             return Detections.empty(boxes.device)
-        boxes, scores, class_ids = boxes[frame, anchor].float(), scores[frame, anchor].float(), class_ids[frame, anchor]
+        boxes, scores, class_ids = as_float32(boxes[frame, anchor]), as_float32(scores[frame, anchor]), class_ids[frame, anchor]
     if cand.needs_nms:
         if num_classes is None:
             num_classes = int(class_ids.max()) + 1
@@ -132,7 +133,7 @@ def nms(
     return Detections(
         boxes=boxes[keep],
         scores=scores[keep],
-        class_ids=class_ids[keep].long(),
+        class_ids=as_int64(class_ids[keep]),
         frame=frame[keep],
     )
 
