@@ -25,11 +25,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from vidpipe.types import FrameResult, ModelInput
+from vidpipe.types import Detections, FrameResult, ModelInput
 
 if TYPE_CHECKING:
     from vidpipe.batching.queues import QueuedChunk
-    from vidpipe.types import Detections
     from vidpipe.models.detector import Detector
     from vidpipe.pipeline_config import PipelineConfig
     from vidpipe.stats import PipelineStats

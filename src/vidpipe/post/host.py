@@ -1,17 +1,17 @@
 """A batch's detections to the host, per frame, in source pixels: one copy, the rest in NumPy.
 
-:func:`to_source` and :meth:`~vidpipe.types.Detections.cpu` then
-:meth:`~vidpipe.types.Detections.split` do the same work in about fifty PyTorch calls a batch,
-and PyTorch releases the GIL in every call: with a dozen decoder threads in the process, each
-release hands the GIL to one of them and the run's thread waits to get it back (measured on an
-H200: the same post-processing took 0.19 ms a frame beside decoder threads, 0.08 beside decoder
-processes). Here the GPU does four calls (the columns and the batch's letterbox packed into one
-float32 vector, then one device-to-host copy) and the host the rest on arrays of a few hundred
-numbers, in NumPy, which keeps the GIL for them.
+:func:`to_source`, then :meth:`~vidpipe.types.Detections.cpu` and
+:meth:`~vidpipe.types.Detections.split`, do the same work in about fifty PyTorch calls a batch,
+and PyTorch releases the GIL in every call: with a dozen decoder threads in the process, the
+run's thread waits at each release to get the GIL back. Here the GPU does five calls (the columns
+and the batch's letterbox packed into one float32 vector, then one device-to-host copy) and the
+host the rest on arrays of a few hundred numbers, in NumPy, which keeps the GIL for them. Measured
+on an H200 (``docs/bench/h200/host-results``): warm ``vidpipe.detect`` runs of a 4,800-frame
+1080p file decoded by NVDEC in threads 4-13% faster, in six of six pairs with the PyTorch path.
 
 The arithmetic is :func:`to_source`'s, in the same float32 steps: ``(x - pad) / scale``, then
-clipped to ``[0, width] x [0, height]``; class ids and frame rows travel as float32, exact below
-2**24.
+clipped to ``[0, width] x [0, height]`` (bit-equal, ``tests/post/test_host_gpu.py``); class ids
+and frame rows travel as float32, exact below 2**24.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ def results_on_host(dets: Detections, inp: ModelInput) -> tuple[list[Detections]
         torch.from_numpy(class_ids[order]).split(sizes),
         torch.from_numpy(np.zeros(len(frame), dtype=np.int64)).split(sizes),  # every part's frame 0: one buffer
     )
-    first = Detections(*(c[0] for c in columns))  # checked once; the others are slices of the same columns
-    rest = [replace_unchecked(first, boxes=x, scores=s, class_ids=c, frame=f) for x, s, c, f in zip(*columns)]
-    return [first, *rest[1:]], host.nbytes
+    rows = list(zip(*columns))
+    first = Detections(*rows[0])  # checked once; the others are slices of the same columns
+    rest = (replace_unchecked(first, boxes=x, scores=s, class_ids=c, frame=f) for x, s, c, f in rows[1:])
+    return [first, *rest], host.nbytes

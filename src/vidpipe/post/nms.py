@@ -119,7 +119,8 @@ def nms(
         frame, anchor = mask.nonzero(as_tuple=True)
         if frame.numel() == 0:
             return Detections.empty(boxes.device)
-        boxes, scores, class_ids = as_float32(boxes[frame, anchor]), as_float32(scores[frame, anchor]), class_ids[frame, anchor]
+        boxes, scores = as_float32(boxes[frame, anchor]), as_float32(scores[frame, anchor])
+        class_ids = class_ids[frame, anchor]
     if cand.needs_nms:
         if num_classes is None:
             num_classes = int(class_ids.max()) + 1
