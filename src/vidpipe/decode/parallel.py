@@ -405,12 +405,15 @@ class SegmentParallelDecoder(Decoder):
                 f"{self.info.source}: {lost}{first}{more}; the {self.frames_delivered} frames decoded were kept"
             )
             logger.warning("%s", self.error)
-        elif self.frames_missing:
-            logger.warning(
-                "%s: %d planned frame(s) did not come out of the decoder (damaged data?)",
-                self.info.source,
-                self.frames_missing,
+        elif self.frames_missing and self.error is None:
+            # frames the scan planned that no decoder gave back (a damaged file: PyAVDecoder
+            # reports its lost frames so too), not only a warning: the source is partial
+            self.error = DecodeError(
+                f"{self.info.source}: the file is damaged: {self.frames_missing} frame(s) could not be decoded "
+                f"and are lost; the {self.frames_delivered} frames decoded around the damage were kept; check "
+                "the file with ffprobe or re-encode it with ffmpeg"
             )
+            logger.warning("%s", self.error)
 
     # ---------------------------------------------------------------------- segment decoding
 
