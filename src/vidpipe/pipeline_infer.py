@@ -277,12 +277,12 @@ class Inference:
                 post.wait_event(job.done)
                 for t in (*_tensors(job.raw), inp.tensor, inp.scale, inp.pad):
                     t.record_stream(post)
-                with torch.cuda.stream(post):
-                    if self.config.results_on_host:
+                if self.config.results_on_host:
+                    with torch.cuda.stream(post):
                         per_frame = self._to_host(job)
-                    else:
+                else:  # GPU results: handed to the caller's stream safely
+                    with torch.cuda.stream(post):
                         dets = self._runner.postprocess(job.raw, inp)
-                if not self.config.results_on_host:  # hand the GPU results to the caller's stream safely
                     cur = torch.cuda.current_stream(self.device)
                     cur.wait_stream(post)
                     for t in (dets.boxes, dets.scores, dets.class_ids, dets.frame):

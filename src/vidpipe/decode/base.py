@@ -9,7 +9,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from vidpipe._validate import check_range
-from vidpipe.errors import ConfigError
+from vidpipe.errors import ConfigError, DecodeError
 from vidpipe.types import ColorSpec, FrameBatch
 
 if TYPE_CHECKING:
@@ -140,6 +140,16 @@ class DecodeOptions:
             if self.start is not None and pts < self.start:
                 return False
         return index % self.frame_skip == 0
+
+
+def damaged_file(source: str, lost: str, kept: int) -> DecodeError:
+    """The error of a damaged stream whose decode went on around the damage: ``lost`` says what
+    was lost (``"3 frame(s) could not be decoded and are lost"``), ``kept`` how many frames were
+    decoded (every decoder words it so)."""
+    return DecodeError(
+        f"{source}: the file is damaged: {lost}; the {kept} frames decoded around the damage were kept; check "
+        "the file with ffprobe or re-encode it with ffmpeg"
+    )
 
 
 class Decoder(abc.ABC):

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from vidpipe._validate import check_range
 from vidpipe.decode.assemble import BatchAssembler
-from vidpipe.decode.base import MAX_DECODER_PROCESSES, DecodeOptions, Decoder, StreamInfo
+from vidpipe.decode.base import MAX_DECODER_PROCESSES, DecodeOptions, Decoder, StreamInfo, damaged_file
 from vidpipe.decode.segments import (
     DecodePlan,
     Segment,
@@ -408,11 +408,8 @@ class SegmentParallelDecoder(Decoder):
         elif self.frames_missing and self.error is None:
             # frames the scan planned that no decoder gave back (a damaged file: PyAVDecoder
             # reports its lost frames so too), not only a warning: the source is partial
-            self.error = DecodeError(
-                f"{self.info.source}: the file is damaged: {self.frames_missing} frame(s) could not be decoded "
-                f"and are lost; the {self.frames_delivered} frames decoded around the damage were kept; check "
-                "the file with ffprobe or re-encode it with ffmpeg"
-            )
+            lost = f"{self.frames_missing} frame(s) could not be decoded and are lost"
+            self.error = damaged_file(self.info.source, lost, self.frames_delivered)
             logger.warning("%s", self.error)
 
     # ---------------------------------------------------------------------- segment decoding

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from vidpipe.decode.base import DecodeOptions, Decoder, StreamInfo
+from vidpipe.decode.base import DecodeOptions, Decoder, StreamInfo, damaged_file
 from vidpipe.decode.probe import discard_other_streams, open_input, probe, read_packets, to_fraction
 from vidpipe.decode.rgb import FrameToRGB
 from vidpipe.decode.timing import FrameNumbers, warn_timestamp_gaps
@@ -394,11 +394,8 @@ class _BufferRing:
 def _damaged(source: str, packets: int, first: BaseException, kept: int) -> DecodeError:
     """The error of a stream whose codec rejected ``packets`` packets (skipped, decoding went on)."""
     reason = getattr(first, "strerror", None) or str(first)
-    error = DecodeError(
-        f"{source}: the file is damaged: {packets} packet(s) could not be decoded ({reason}) and the "
-        f"frames in them are lost; the {kept} frames decoded around the damage were kept; check the "
-        "file with ffprobe or re-encode it with ffmpeg"
-    )
+    error = damaged_file(source, f"{packets} packet(s) could not be decoded ({reason}) and the frames in them are lost",
+                         kept)  # fmt: skip
     error.__cause__ = redacted_cause(first)
     return error
 
