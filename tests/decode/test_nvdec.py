@@ -157,10 +157,12 @@ def test_corrupt_packets_keep_what_decodes(make_clip, tmp_path, processes):
     indices = [m.index for b, _ in out for m in b.frames]
     assert len(indices) > 30 and indices == sorted(set(indices)) and indices[0] == 0
     # held against the PyAV backend on the same bytes: frames lost in the damage make both
-    # partial with a "damaged" error (not only a warning), and NVDEC keeps at least its frames
+    # partial with a "damaged" error (not only a warning); the two decoders conceal different
+    # frames (FFmpeg keeps a damaged frame NVDEC drops), but each frame PyAV gave that NVDEC did
+    # not is one NVDEC counted as lost
     single = PyAVDecoder(str(bad))
     ref = [m.index for b in single.batches(8) for m in b.frames]
-    assert set(ref) <= set(indices)
+    assert len(set(ref) - set(indices)) <= dec.frames_missing
     assert dec.partial == (dec.frames_missing > 0) and single.partial == (len(ref) < 60)
     if dec.frames_missing:
         assert "damaged" in str(dec.error) and "kept" in str(dec.error)
