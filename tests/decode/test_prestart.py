@@ -129,14 +129,14 @@ def test_a_short_file_starts_nothing(make_clip, a_gpu_here, monkeypatch):
 
 
 def test_small_files_are_not_probed(make_clip, a_gpu_here, monkeypatch):
-    monkeypatch.setattr("vidpipe.decode.procpool.AUTO_START_FRAMES", 1)  # any length would do
+    monkeypatch.setattr("vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES", 1)  # any length would do
     clip = make_clip(".mp4", frames=12, gop=6, width=160, height=96)
     assert not prestart_decoding([str(clip.path)], device="cuda")  # under PROBE_BYTES: no thread
     assert a_gpu_here == [] and not [t for t in threading.enumerate() if t.name == "vidpipe-prestart"]
 
 
 def test_a_file_the_decode_would_start_them_for_starts_them(make_clip, a_gpu_here, monkeypatch):
-    monkeypatch.setattr("vidpipe.decode.procpool.AUTO_START_FRAMES", 40)  # a 40-frame clip is "long"
+    monkeypatch.setattr("vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES", 40)  # a 40-frame clip is "long"
     monkeypatch.setattr("vidpipe.decode.prestart.PROBE_BYTES", 0)  # and big enough to look at
     clip = make_clip(".mp4", frames=40, gop=10, width=160, height=96)
     assert prestart_decoding(["rtsp://cam/1", str(clip.path)], device="cuda:1")
@@ -149,7 +149,7 @@ def test_a_file_the_decode_would_start_them_for_starts_them(make_clip, a_gpu_her
 
 
 def test_the_children_start_sessions_for_the_longest_file(make_clip, a_gpu_here, monkeypatch):
-    monkeypatch.setattr("vidpipe.decode.procpool.AUTO_START_FRAMES", 30)
+    monkeypatch.setattr("vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES", 30)
     monkeypatch.setattr("vidpipe.decode.prestart.PROBE_BYTES", 0)
     short = make_clip(".mp4", frames=31, gop=10, width=160, height=96)
     long = make_clip(".mp4", frames=60, gop=10, width=160, height=96)
@@ -188,7 +188,7 @@ def test_a_child_given_a_file_it_cannot_start_sessions_for_goes_on(tmp_path, wha
 def test_files_long_enough_together_start_them(make_clip, a_gpu_here, monkeypatch):
     """Files that decode at once share the processes: their frames together count, and the
     children start their sessions for the longest."""
-    monkeypatch.setattr("vidpipe.decode.procpool.AUTO_START_FRAMES", 70)
+    monkeypatch.setattr("vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES", 70)
     monkeypatch.setattr("vidpipe.decode.prestart.PROBE_BYTES", 0)
     a = make_clip(".mp4", frames=30, gop=10, width=160, height=96)
     b = make_clip(".mp4", frames=45, gop=15, width=160, height=96)
@@ -209,7 +209,7 @@ def test_a_file_decoded_in_this_process_gets_its_sessions_started(make_clip, a_g
     its longest file (as many as the decode would start, while it imports PyTorch), not decoder
     processes."""
     monkeypatch.setattr("vidpipe.decode.prestart.PROBE_BYTES", 0)
-    monkeypatch.setattr("vidpipe.decode.procpool.AUTO_START_FRAMES", 60)
+    monkeypatch.setattr("vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES", 60)
     short = make_clip(".mp4", frames=8, gop=4, width=160, height=96)  # 56 frames together: threads
     clip = make_clip(".mp4", frames=48, gop=12, width=160, height=96)
     inputs, options = [str(clip.path)], {}
@@ -220,7 +220,7 @@ def test_a_file_decoded_in_this_process_gets_its_sessions_started(make_clip, a_g
     elif case == "auto, two files":
         inputs = [str(short.path), str(clip.path)]
     else:
-        monkeypatch.setattr("vidpipe.decode.procpool.AUTO_START_FRAMES", 40)  # long enough for processes
+        monkeypatch.setattr("vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES", 40)  # long enough for processes
         monkeypatch.setattr("vidpipe.decode.auto_choice.PYAV_FRAMES_BELOW", ((0, 30),))  # and for NVDEC
         options = {"processes": 0}  # but threads asked for
     early = prestart_decoding(inputs, device="cuda", **options)

@@ -438,7 +438,9 @@ class NvdecDecoder(SegmentParallelDecoder):
             (:mod:`vidpipe.decode.procpool`: each has its own GIL, frames reach this process
             through CUDA IPC with no copy); started on first use and kept. ``0``: threads in this
             process. ``None`` (default): use the decoder processes when they are running
-            (:func:`warm_sessions` with ``processes``, or an earlier long file), start them for
+            (:func:`warm_sessions` with ``processes``, or an earlier long file) or being started
+            for this run (``vidpipe detect`` starts them with the command for shorter files:
+            :data:`~vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES`), start them for
             :data:`AUTO_START_FRAMES` frames or more (this file's frames times
             ``options.files_at_once``: files decoding at once share the processes, each taking
             its share of them), else threads.
@@ -559,9 +561,10 @@ class NvdecDecoder(SegmentParallelDecoder):
             # files decoding at once share the processes: their frames together (this one's as
             # the estimate of each) against the decoder-process crossover
             long = (plan.total or 0) * self.options.files_at_once >= AUTO_START_FRAMES
-            # processes starting in the background (vidpipe.decode.prestart) are waited for by a
-            # file that would start them itself; a shorter one decodes with threads meanwhile
-            pool = get_pool(self.device, None, start=False, wait_s=START_TIMEOUT if long else 0.0)
+            # processes starting in the background were started for this run (vidpipe detect's
+            # vidpipe.decode.prestart, from its own, lower length): waited for
+            pool = get_pool(self.device, None, start=False,
+                            wait_s=START_TIMEOUT if long or is_starting(self.device) else 0.0)  # fmt: skip
             if pool is None and long and not is_starting(self.device):
                 try:
                     pool = get_pool(self.device, DEFAULT_PROCESSES, start=True)

@@ -4,21 +4,25 @@
 :func:`prestart_decoding` first thing (nothing imported but the standard library; PyAV in a thread
 reads the lengths of inputs of :data:`PROBE_BYTES` or more), and it starts one of two things:
 
-**Decoder processes**, for a file of :data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames or
-more (the files of the first :data:`PROBED_INPUTS` together: files decoding at once share the
-processes, ``DecodeOptions.files_at_once``) or when ``processes`` asks for them. A process starts
-in seconds (its interpreter, PyTorch, a CUDA context); ``vidpipe.detect`` starts them itself when
-the decode begins, which then waits for them. Started here, the children start while the command
-does, each starting its share of the file's NVDEC sessions before it says hello (``warm_for``,
-:class:`~vidpipe.decode.procpool.DecoderProcessPool`). Not for fewer frames: on an H200, four
-children starting beside the command delayed its first result from 2.2 to 4.9 s (their CUDA
-contexts and the command's start at the same time) and a 4,800-frame 1080p file took 11.6 s
-against 8.4 s with threads (``docs/bench/h200/startup``); from about 15,000 1080p frames they win
-(``docs/bench/h200/startup/crossover``: 60,000 frames 23.5 s against 28.6 s). Where they are used,
-starting them with the command costs less than starting them at the decode: on that file
-``vidpipe detect --decoder-processes 4`` took 12.4 s (median of 3), ``vidpipe.detect(...,
-decoder_processes=4)`` from a Python script, which starts them at the decode, 14.0 s (threads: 9.1
-and 9.9 s).
+**Decoder processes**, for a file of :data:`COMMAND_PROCESS_FRAMES` frames or more (the files of
+the first :data:`PROBED_INPUTS` together: files decoding at once share the processes,
+``DecodeOptions.files_at_once``) or when ``processes`` asks for them. A process starts in seconds
+(its interpreter, PyTorch, a CUDA context); ``vidpipe.detect`` starts them itself when the decode
+begins, which then waits for them, and so only from
+:data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames. Started here, the children start while
+the command does, each starting its share of the file's NVDEC sessions before it imports PyTorch
+(``warm_for``, :class:`~vidpipe.decode.procpool.DecoderProcessPool`), and the decode waits for
+them. Since the children start their sessions first (session 24) they are ready before the
+command's decode plan, and they win from much shorter files: on an H200, 1080p H.264 street
+footage, ``vidpipe bench startup --lengths 4800,9000 --decoder-processes 0,4`` (medians of 3):
+4,800 frames 6.50 s against 6.87 s with threads, at 0.90x ``bench e2e``'s rate against 0.67x;
+9,000 frames 7.61 against 7.91 s, 0.96x against 0.75x; the first result 0.45 s later
+(``docs/bench/h200/host-results``). Where that starts, runs alternating threads and 4 processes
+(``docs/bench/h200/command-processes``): at 4,800 frames the processes were faster in 9 of 13
+pairs (median 0.22 s) at 0.86-0.95x the bench's rate against 0.52-0.69x; at 2,400 in 6 of 10
+pairs by a median 0.09 s, within the noise, for four more CUDA contexts, so not there. Before session 24, four children starting beside the command
+delayed its first result from 2.2 to 4.9 s and the 4,800-frame file took 11.6 s against 8.4 s
+(``docs/bench/h200/startup``).
 
 **NVDEC sessions in the command's own process**, for the files it decodes with threads (shorter,
 or ``processes`` 0), except the one short file ``auto`` reads with PyAV
@@ -61,6 +65,10 @@ PROBED_INPUTS = 8
 #: :data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames under it (64 kbit/s) still gets its
 #: processes, started at its decode instead
 PROBE_BYTES = 4 << 20
+#: the command starts decoder processes, while it imports PyTorch, for files of this many frames
+#: together (fewer: NVDEC sessions in its own process). The shortest length measured where they
+#: win (see the module docstring); at 2,400 frames they tie with threads
+COMMAND_PROCESS_FRAMES = 4_800
 
 
 def gpu_name(device: str) -> str | None:
@@ -150,13 +158,12 @@ def prestart_decoding(
     def look(stop: threading.Event) -> None:
         try:
             from vidpipe.decode.nvdec_early import pool_sessions
-            from vidpipe.decode.procpool import AUTO_START_FRAMES
             from vidpipe.prewarm import nvdec_reads, pyav_reads
 
             frames, info = _lengths(files, options)
             if info is None:
                 return
-            if processes is None and frames >= AUTO_START_FRAMES:
+            if processes is None and frames >= COMMAND_PROCESS_FRAMES:
                 start_in_background(name, DEFAULT_PROCESSES, warm_for=str(info.location))
                 return
             if decoder == "auto" and only_input and pyav_reads(info, options):
