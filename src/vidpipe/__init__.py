@@ -45,6 +45,7 @@ _LAZY = {
     "DetectionRun": "vidpipe.pipeline",
     "PipelineConfig": "vidpipe.pipeline",
     "serve": "vidpipe.serve",
+    "decoder_service": "vidpipe.decode.service",
 }
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "DetectionRun",
     "PipelineConfig",
     "serve",
+    "decoder_service",
     "ColorSpec",
     "Detections",
     "FrameBatch",
@@ -99,4 +101,5 @@ if TYPE_CHECKING:
     from vidpipe.models.zoo import load_model
     from vidpipe.pipeline import DetectionRun, PipelineConfig
     from vidpipe.serve import serve
+    from vidpipe.decode.service import decoder_service
     from vidpipe.video import open_video

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from vidpipe.decode.proclease import Lease
 
 __all__ = [
-    "DecoderProcessPool", "get_pool", "start_in_background", "is_starting", "close_pools", "Ring", "DEFAULT_PROCESSES",
+    "DecoderProcessPool", "get_pool", "start_in_background", "is_starting", "close_pools", "close_pool", "Ring", "DEFAULT_PROCESSES",
     "AUTO_START_FRAMES", "sessions_per_process",
 ]  # fmt: skip
 
@@ -499,6 +499,25 @@ def close_pools(*, wait: bool = True) -> None:
         pools = list(_pools.values())
         _pools.clear()
         _starting.clear()  # a pool still starting closes itself when it is ready
+    _close(pools, wait=wait)
+
+
+def close_pool(device: "torch.device | str", *, wait: bool = True) -> bool:
+    """Stop the decoder processes of ``device`` (``wait``: until they have exited); one still
+    starting closes itself when it is ready. ``False``: a decode is using them now, and they stay
+    (they stop with this process)."""
+    name = str(device)
+    with _pools_lock:
+        pool = _pools.get(name)
+        if pool is not None and not pool.retire():
+            return False
+        _pools.pop(name, None)
+        _starting.pop(name, None)
+    _close([pool] if pool is not None else [], wait=wait)
+    return True
+
+
+def _close(pools: "list[DecoderProcessPool]", *, wait: bool) -> None:
     for pool in pools:
         try:
             pool.close(wait=wait)
