@@ -20,9 +20,9 @@ footage, ``vidpipe bench startup --lengths 4800,9000 --decoder-processes 0,4`` (
 (``docs/bench/h200/host-results``). Where that starts, runs alternating threads and 4 processes
 (``docs/bench/h200/command-processes``): at 4,800 frames the processes were faster in 9 of 13
 pairs (median 0.22 s) at 0.86-0.95x the bench's rate against 0.52-0.69x; at 2,400 in 6 of 10
-pairs by a median 0.09 s, within the noise, for four more CUDA contexts, so not there. Before session 24, four children starting beside the command
-delayed its first result from 2.2 to 4.9 s and the 4,800-frame file took 11.6 s against 8.4 s
-(``docs/bench/h200/startup``).
+pairs by a median 0.09 s, within the noise, for four more CUDA contexts, so not there. Before
+session 24, four children starting beside the command delayed its first result from 2.2 to 4.9 s
+and the 4,800-frame file took 11.6 s against 8.4 s (``docs/bench/h200/startup``).
 
 **NVDEC sessions in the command's own process**, for the files it decodes with threads (shorter,
 or ``processes`` 0), except the one short file ``auto`` reads with PyAV

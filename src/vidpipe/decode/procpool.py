@@ -51,8 +51,8 @@ if TYPE_CHECKING:
     from vidpipe.decode.proclease import Lease
 
 __all__ = [
-    "DecoderProcessPool", "get_pool", "start_in_background", "is_starting", "close_pools", "close_pool", "Ring", "DEFAULT_PROCESSES",
-    "AUTO_START_FRAMES", "sessions_per_process",
+    "DecoderProcessPool", "get_pool", "start_in_background", "is_starting", "close_pools", "close_pool", "Ring",
+    "DEFAULT_PROCESSES", "AUTO_START_FRAMES", "sessions_per_process",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
