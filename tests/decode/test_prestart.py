@@ -148,6 +148,21 @@ def test_a_file_the_decode_would_start_them_for_starts_them(make_clip, a_gpu_her
     assert a_gpu_here == []
 
 
+@pytest.mark.parametrize("suffix", [".mp4", ".mkv"])
+def test_mp4_lengths_are_read_at_once(make_clip, a_gpu_here, monkeypatch, suffix):
+    """An MP4's length comes from its index before prestart_decoding returns (no thread, no PyAV
+    beside PyTorch's import: the children start sooner); a Matroska file's from PyAV in the
+    thread, to the same decision."""
+    monkeypatch.setattr("vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES", 40)
+    monkeypatch.setattr("vidpipe.decode.prestart.PROBE_BYTES", 0)
+    clip = make_clip(suffix, frames=40, gop=10, width=160, height=96)
+    assert prestart_decoding([str(clip.path)], device="cuda")
+    if suffix == ".mp4":
+        assert a_gpu_here == [("cuda:0", 4, str(clip.path))]  # started on return
+    _looked()
+    assert a_gpu_here == [("cuda:0", 4, str(clip.path))]
+
+
 def test_the_children_start_sessions_for_the_longest_file(make_clip, a_gpu_here, monkeypatch):
     monkeypatch.setattr("vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES", 30)
     monkeypatch.setattr("vidpipe.decode.prestart.PROBE_BYTES", 0)

@@ -2,7 +2,9 @@
 
 ``vidpipe detect`` knows its inputs before it imports PyTorch (seconds), so it calls
 :func:`prestart_decoding` first thing (nothing imported but the standard library; PyAV in a thread
-reads the lengths of inputs of :data:`PROBE_BYTES` or more), and it starts one of two things:
+reads the lengths of inputs of :data:`PROBE_BYTES` or more, except MP4/MOV files long enough for
+decoder processes, whose indexes say it at once: :mod:`~vidpipe.decode.mp4count`), and it starts
+one of two things:
 
 **Decoder processes**, for a file of :data:`COMMAND_PROCESS_FRAMES` frames or more (the files of
 the first :data:`PROBED_INPUTS` together: files decoding at once share the processes,
@@ -152,6 +154,11 @@ def prestart_decoding(
         options = DecodeOptions(frame_skip=frame_skip, max_frames=max_frames, start=start, end=end)
     except ValueError:  # the run itself reports options that do not fit (--end before --start)
         return None
+    if processes is None and (start, end, max_frames) == (None, None, None):
+        longest = _quick_longest(files)  # MP4/MOV: their lengths now, without PyAV
+        if longest is not None:
+            start_in_background(name, DEFAULT_PROCESSES, warm_for=str(longest))
+            return Prestart()
     gpu = int(name.split(":")[1])
     only_input = len(inputs) == 1
 
@@ -181,6 +188,19 @@ def prestart_decoding(
             logger.debug("decoding not started early: %s", exc)
 
     return Prestart(look)
+
+
+def _quick_longest(files: Sequence[Path]) -> Path | None:
+    """The longest of ``files`` when they are all MP4/MOV files whose frames together reach
+    :data:`COMMAND_PROCESS_FRAMES`, read from their indexes with the standard library
+    (:func:`~vidpipe.decode.mp4count.mp4_video_frames`, a millisecond or two); ``None``: not
+    known that way (the thread reads them with PyAV), or too short."""
+    from vidpipe.decode.mp4count import mp4_video_frames
+
+    counts = [mp4_video_frames(p) for p in files]
+    if any(c is None for c in counts) or sum(counts) < COMMAND_PROCESS_FRAMES:
+        return None
+    return files[counts.index(max(counts))]
 
 
 def _size(path: Path) -> int:
