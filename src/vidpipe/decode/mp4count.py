@@ -47,6 +47,22 @@ def mp4_video_frames(path: str | os.PathLike) -> int | None:
     return _video_samples(index)
 
 
+def _header(head: bytes, room: int) -> tuple[bytes, int, int] | None:
+    """(type, header length, box length) of the box starting with the bytes ``head`` (8 or more),
+    with ``room`` bytes from its start to its parent's end; ``None``: a size that does not fit."""
+    length, box = struct.unpack_from(">I4s", head)
+    header = 8
+    if length == 1:  # a 64-bit size follows
+        if len(head) < 16:
+            return None
+        length, header = struct.unpack_from(">Q", head, 8)[0], 16
+    elif length == 0:  # to the parent's end
+        length = room
+    if length < header or length > room:
+        return None
+    return box, header, length
+
+
 def _top_box(f, size: int, kind: bytes) -> tuple[int, int] | None:
     """(payload offset, payload length) of the first top-level box ``kind``, walking the box
     headers from the file's start."""
@@ -55,17 +71,10 @@ def _top_box(f, size: int, kind: bytes) -> tuple[int, int] | None:
         if pos + 8 > size:
             return None
         f.seek(pos)
-        head = f.read(16)
-        length, box = struct.unpack(">I4s", head[:8])
-        header = 8
-        if length == 1:  # a 64-bit size follows
-            if len(head) < 16:
-                return None
-            length, header = struct.unpack(">Q", head[8:16])[0], 16
-        elif length == 0:  # to the end of the file
-            length = size - pos
-        if length < header or pos + length > size:
+        found = _header(f.read(16), size - pos)
+        if found is None:
             return None
+        box, header, length = found
         if box == kind:
             return pos + header, length - header
         pos += length
@@ -78,16 +87,10 @@ def _boxes(data: bytes, start: int = 0, end: int | None = None) -> Iterator[tupl
     end = len(data) if end is None else end
     pos = start
     while pos + 8 <= end:
-        length, box = struct.unpack_from(">I4s", data, pos)
-        header = 8
-        if length == 1:
-            if pos + 16 > end:
-                return
-            length, header = struct.unpack_from(">Q", data, pos + 8)[0], 16
-        elif length == 0:
-            length = end - pos
-        if length < header or pos + length > end:
+        found = _header(data[pos : pos + 16], end - pos)
+        if found is None:
             return
+        box, header, length = found
         yield box, pos + header, pos + length
         pos += length
 
