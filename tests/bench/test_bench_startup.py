@@ -45,6 +45,25 @@ def test_one_series_per_decoder_processes_value(tmp_path):
     assert "bench_fps" not in report["meta"]["targets"]["clip.mp4"]["vidpipe-detect"]  # the bench rate is a GPU's
 
 
+def test_the_api_series_runs_the_same_input_from_a_script(tmp_path):
+    """``--api``: each run also through ``vidpipe.detect`` in a fresh Python process (the README's
+    quick start), with the command's columns: the same frames and detections as the command's."""
+    clip = make_video(tmp_path / "clip.mp4", width=160, height=96, frames=12, fps=12)
+    p = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "startup", str(clip.path), "--device", "cpu",
+                        "--repeat", "1", "--api", "--decoder-processes", "auto,0", "--out", str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    report = json.loads((tmp_path / "out" / "bench_startup.json").read_text())
+    rows = {r["peer"]: r for r in report["rows"]}
+    assert list(rows) == ["floor", "vidpipe-detect", "vidpipe-detect (0 processes)", "vidpipe.detect",
+                          "vidpipe.detect (0 processes)"]  # fmt: skip
+    cli, api = rows["vidpipe-detect"], rows["vidpipe.detect"]
+    assert api["frames"] == cli["frames"] == 12 and api["detections"] == cli["detections"]
+    assert api["decoder"] == "pyav" and api["rate_fps"] > 0 and 0 < api["first_result_s"] < api["wall_s"]
+    assert "decoder_processes=0" in rows["vidpipe.detect (0 processes)"]["note"]
+    assert report["meta"]["targets"]["clip.mp4"]["vidpipe.detect"]["target_s"] == 2.0
+
+
 def test_copies_run_several_files_at_once(tmp_path):
     """``--copies 3``: each command decodes three inputs (links to the clip) in one run; its
     frames are all of theirs and its summary has three sources."""

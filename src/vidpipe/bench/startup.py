@@ -10,6 +10,10 @@ Rows (each run ``repeat`` times, alternating, medians reported):
   to the first result (from ``vidpipe.detect``'s call), the GPU warm-up, the run's own seconds and
   the decoder ``auto`` chose.
 
+- ``vidpipe.detect`` (with ``--api``): the same input through the Python API in a fresh process,
+  as the README's quick start uses it (``for frame in vidpipe.detect(INPUT, device=D): ...``),
+  its summary written to a file: the same columns.
+
 ``--decoder-processes 0,4`` makes one ``vidpipe-detect`` series per value (``auto``: the default);
 ``--copies K`` gives each run K copies of the input at once (files sharing the decoder processes);
 ``--versus-bench`` adds ``bench e2e``'s ``vidpipe-gpu`` rate on the same file (``bench-e2e``).
@@ -20,7 +24,8 @@ fastest series per length: where decoder processes start to pay
 
 Targets (issue 10, on a GPU, medians): the command's wall time within the floor + 2 s; with
 ``--versus-bench`` (a long file), within the floor + 2 s + frames / (0.9 x the bench's rate), and
-the command's rate (its summary's frames/s) at least 0.9x the bench's.
+the command's rate (its summary's frames/s) at least 0.9x the bench's. The same for the API's
+series.
 """
 
 from __future__ import annotations
@@ -52,6 +57,21 @@ HEADERS = {"wall_s": "wall s (median)", "over_floor_s": "over the floor s", "fir
            "decoder_processes": "decoder processes", "runs_s": "each run's wall s"}
 
 
+#: ``vidpipe.detect`` from a script, as the README's quick start: argv = summary file, device,
+#: decoder, decoder processes ("" for the default), inputs
+_API_SCRIPT = """
+import json, sys
+import vidpipe
+out, device, decoder, processes, *inputs = sys.argv[1:]
+options = {} if processes == "" else {"decoder_processes": int(processes)}
+run = vidpipe.detect(inputs if len(inputs) > 1 else inputs[0], device=device, decoder=decoder, **options)
+for frame in run:
+    pass
+with open(out, "w") as f:
+    json.dump(run.summary().to_dict(), f)
+"""
+
+
 def _timed(cmd: list[str], *, timeout_s: float, env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess]:
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
@@ -60,11 +80,12 @@ def _timed(cmd: list[str], *, timeout_s: float, env: dict[str, str]) -> tuple[fl
 
 def run_startup_bench(input_path: str | os.PathLike | None = None, *, device: str = "auto", repeat: int = 3,
                       decoder: str = "auto", processes: Sequence[int | None] = (None,), versus_bench: bool = False,
-                      copies: int = 1, timeout_s: float = 300.0) -> VideoBenchResult:  # fmt: skip
+                      copies: int = 1, api: bool = False, timeout_s: float = 300.0) -> VideoBenchResult:  # fmt: skip
     """Measure the floor and ``vidpipe detect`` on ``input_path`` in fresh processes.
 
     ``processes``: one series of ``vidpipe detect`` runs per value of ``--decoder-processes``
-    (``None``: the default, automatic), runs alternating with the floor's. ``copies``: each run
+    (``None``: the default, automatic), runs alternating with the floor's; ``api``: each also
+    through ``vidpipe.detect`` from a script (a ``vidpipe.detect`` series). ``copies``: each run
     decodes that many copies of the input at once (links to it; the rates are of all its frames,
     the bench's of one copy). ``versus_bench``: also
     the ``bench e2e`` rate of ``vidpipe-gpu`` on the same input, measured afterwards in this process
@@ -91,7 +112,7 @@ def run_startup_bench(input_path: str | os.PathLike | None = None, *, device: st
     env = python_env()
     floor_cmd = [sys.executable, "-c", f"import torch; torch.zeros(1, device={str(dev)!r})"]
     floors: list[float] = []
-    runs: dict[int | None, list[dict[str, Any]]] = {n: [] for n in processes}
+    runs: dict[tuple[bool, int | None], list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="vidpipe-startup-") as tmp:
         inputs = [str(path)]
         for k in range(1, copies):  # other names for the same file: inputs of their own
@@ -109,15 +130,22 @@ def run_startup_bench(input_path: str | os.PathLike | None = None, *, device: st
                 wall, p = _timed(cmd, timeout_s=timeout_s, env=env)
                 _check(p, "vidpipe detect")
                 summary = json.loads(Path(f"{out}.meta.json").read_text())["summary"]
-                runs[n].append({"wall": wall, "summary": summary})
+                runs.setdefault((False, n), []).append({"wall": wall, "summary": summary})
+                if api:
+                    out = Path(tmp) / f"api{i}-{n}.json"
+                    cmd = [sys.executable, "-c", _API_SCRIPT, str(out), str(dev), decoder, "" if n is None else str(n),
+                           *inputs]  # fmt: skip
+                    wall, p = _timed(cmd, timeout_s=timeout_s, env=env)
+                    _check(p, "vidpipe.detect from a script")
+                    runs.setdefault((True, n), []).append({"wall": wall, "summary": json.loads(out.read_text())})
     floor = statistics.median(floors)
     name = path.name if copies == 1 else f"{path.name} x{copies}"
     rows = [{"input": name, "peer": "floor", "wall_s": round(floor, 2), "over_floor_s": 0.0,
              "runs_s": " / ".join(f"{w:.2f}" for w in floors), "note": "python -c 'import torch; torch.zeros(1)'"}]
     bench_fps = _bench_rate(path, dev) if versus_bench and dev.type == "cuda" else None
     targets: dict[str, Any] = {}
-    for n, series in runs.items():
-        row = _series_row(name, n, series, floor, dev)
+    for (from_api, n), series in sorted(runs.items(), key=lambda kv: kv[0][0]):  # the command's rows first
+        row = _series_row(name, n, series, floor, dev, api=from_api)
         rows.append(row)
         targets[row["peer"]] = _series_targets(row, bench_fps)
     if bench_fps is not None:
@@ -173,22 +201,29 @@ def run_startup_lengths(lengths: Sequence[int], *, source: str | os.PathLike | N
                          name="bench_startup")  # fmt: skip
 
 
-def _series_row(name: str, processes: int | None, series: list[dict[str, Any]], floor: float, dev: Any) -> dict:
+def _series_row(name: str, processes: int | None, series: list[dict[str, Any]], floor: float, dev: Any, *,
+                api: bool = False) -> dict:  # fmt: skip
     stats = [r["summary"]["stats"] for r in series]
     wall = statistics.median(r["wall"] for r in series)
     sources = [s for r in series for s in r["summary"]["sources"]]
     decoders = sorted({s["decoder"] for s in sources if s.get("decoder")})
     procs = sorted({(s.get("extra") or {}).get("decoder_processes", 0) for s in sources})
     rates = [r["summary"]["fps"] for r in series if r["summary"].get("fps")]  # the summary's: the run's clock
-    flag = "" if processes is None else f" --decoder-processes {processes}"
-    return {"input": name, "peer": "vidpipe-detect" + (f" ({processes} processes)" if processes is not None else ""),
+    if api:
+        peer, note = "vidpipe.detect", f"for frame in vidpipe.detect(INPUT, device={str(dev)!r}"
+        note += ")" if processes is None else f", decoder_processes={processes})"
+    else:
+        peer = "vidpipe-detect"
+        note = f"vidpipe detect --device {dev}" + ("" if processes is None else f" --decoder-processes {processes}")
+    return {"input": name, "peer": peer + (f" ({processes} processes)" if processes is not None else ""),
             "wall_s": round(wall, 2), "over_floor_s": round(wall - floor, 2),
             "first_result_s": _median(s.get("first_result_s") for s in stats),
             "warmup_s": _median(s.get("warmup_s") for s in stats),
             "run_s": _median(r["summary"].get("seconds") for r in series),
-            "rate_fps": _median(rates), "frames": series[-1]["summary"].get("frames"), "decoder": ",".join(decoders),
+            "rate_fps": _median(rates), "frames": series[-1]["summary"].get("frames"),
+            "detections": series[-1]["summary"].get("detections"), "decoder": ",".join(decoders),
             "decoder_processes": "/".join(str(p) for p in procs),
-            "runs_s": " / ".join(f"{r['wall']:.2f}" for r in series), "note": f"vidpipe detect --device {dev}{flag}"}
+            "runs_s": " / ".join(f"{r['wall']:.2f}" for r in series), "note": note}
 
 
 def _series_targets(row: dict, bench_fps: float | None) -> dict:

@@ -131,6 +131,8 @@ def add_parser(sub, common) -> None:
     u.add_argument("--copies", type=_copies, default=1, metavar="K",
                    help="each run decodes K copies of the input at once (several files sharing the decoder "
                         "processes; default: 1)")
+    u.add_argument("--api", action="store_true",
+                   help="also each run through vidpipe.detect from a Python script (a vidpipe.detect series)")
     u.add_argument("--versus-bench", action="store_true",
                    help="also bench e2e's vidpipe-gpu rate on the input (GPU), and the targets against it")
     u.add_argument("--lengths", type=_lengths, default=None, metavar="N[,N...]",
@@ -212,7 +214,7 @@ def run_startup(args: argparse.Namespace) -> int:
     from vidpipe.bench.startup import run_startup_bench, run_startup_lengths
 
     options = dict(device=args.device, repeat=args.repeat, decoder=args.decoder, processes=args.decoder_processes,
-                   versus_bench=args.versus_bench, copies=args.copies)  # fmt: skip
+                   versus_bench=args.versus_bench, copies=args.copies, api=args.api)  # fmt: skip
     if args.lengths:
         result = run_startup_lengths(args.lengths, source=args.input, size=args.size, cache_dir=args.cache_dir,
                                      **options)  # fmt: skip
