@@ -93,3 +93,41 @@ def test_a_decoder_process_given_a_bad_file_starts_no_session_and_waits_for_noth
     early = ChildPrewarm(str(path), 0, processes=4)
     assert early.wait() == 0 and early.info is None
     assert early.wait() == 0  # asked again: still none, no raise
+
+
+@pytest.fixture()
+def processes_started(monkeypatch):
+    """A GPU's side of the decision made true (its device node, PyNvVideoCodec); the start of the
+    decoder processes recorded instead of made, and the preparation thread's work skipped (real
+    starts: tests/decode/test_prestart.py on the CPU, tests/decode/test_nvdec_prestart.py)."""
+    started = []
+    monkeypatch.setattr("vidpipe.decode.prestart.gpu_name", lambda device: "cuda:0")
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: object())
+    monkeypatch.setattr("vidpipe.decode.procpool.start_in_background",
+                        lambda name, n, warm_for=None: started.append((name, n, warm_for)))  # fmt: skip
+    monkeypatch.setattr("vidpipe.prewarm._prepare", lambda *a, **k: None)
+    monkeypatch.setattr("vidpipe.decode.procpool.AUTO_START_FRAMES", 50)  # a 50-frame clip is "long"
+    monkeypatch.setattr("vidpipe.decode.prestart.PROBE_BYTES", 0)
+    return started
+
+
+@pytest.mark.parametrize(
+    ("suffix", "frames", "options", "expect"),
+    [
+        (".mp4", 50, {}, 4),  # long enough: DEFAULT_PROCESSES, at the call's start
+        (".mp4", 49, {}, None),  # shorter: threads, nothing started
+        (".mp4", 60, {"max_frames": 10}, None),  # cut short by the options: the decode decides
+        (".mp4", 10, {"decoder_processes": 2}, 2),  # asked for: whatever the length
+        (".mp4", 60, {"decoder_processes": 0}, None),  # threads asked for
+        (".mkv", 60, {}, None),  # no index to read at once: the decode starts them itself
+    ],
+    ids=["long", "short", "max-frames", "asked", "threads", "mkv"],
+)
+def test_a_scripts_run_starts_its_decoder_processes_at_the_call(make_clip, processes_started, suffix, frames,
+                                                               options, expect):  # fmt: skip
+    """``vidpipe.detect`` from a script starts the decoder processes its decode would start
+    beside the model's load, not at the decode (the decode waits for them)."""
+    clip = make_clip(suffix, frames=frames, gop=10, width=160, height=96)
+    spec = SourceSpec(kind="file", location=str(clip.path))
+    start_prewarm([spec], device="cuda", decoder="auto", options=DecodeOptions(**options))
+    assert processes_started == ([] if expect is None else [("cuda:0", expect, str(clip.path))])

@@ -9,8 +9,9 @@ one of two things:
 **Decoder processes**, for a file of :data:`COMMAND_PROCESS_FRAMES` frames or more (the files of
 the first :data:`PROBED_INPUTS` together: files decoding at once share the processes,
 ``DecodeOptions.files_at_once``) or when ``processes`` asks for them. A process starts in seconds
-(its interpreter, PyTorch, a CUDA context); ``vidpipe.detect`` starts them itself when the decode
-begins, which then waits for them, and so only from
+(its interpreter, PyTorch, a CUDA context); ``vidpipe.detect`` from a script starts them itself
+at its call (MP4/MOV files, through :func:`start_processes_now`: ``vidpipe.prewarm``) or when the
+decode begins, which then waits for them, and so only from
 :data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames. Started here, the children start while
 the command does, each starting its share of the file's NVDEC sessions before it imports PyTorch
 (``warm_for``, :class:`~vidpipe.decode.procpool.DecoderProcessPool`), and the decode waits for
@@ -54,7 +55,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from vidpipe.decode.base import StreamInfo
 
-__all__ = ["prestart_decoding", "Prestart", "gpu_name"]
+__all__ = ["prestart_decoding", "start_processes_now", "Prestart", "gpu_name"]
 
 logger = logging.getLogger(__name__)
 
@@ -145,20 +146,15 @@ def prestart_decoding(
     from vidpipe.decode.base import DecodeOptions
     from vidpipe.decode.procpool import DEFAULT_PROCESSES, start_in_background
 
-    if processes:  # asked for: the decode starts them whatever the length
-        start_in_background(name, processes, warm_for=str(files[0]))  # the children probe it
+    whole = (start, end, max_frames) == (None, None, None)
+    if start_processes_now(name, files, processes=processes, at_least=COMMAND_PROCESS_FRAMES, whole=whole):
         return Prestart()
-    if sum(map(_size, files)) < PROBE_BYTES:  # too small for either to pay: no thread, no probe
+    if processes or sum(map(_size, files)) < PROBE_BYTES:  # too small for either to pay: no thread, no probe
         return None
     try:
         options = DecodeOptions(frame_skip=frame_skip, max_frames=max_frames, start=start, end=end)
     except ValueError:  # the run itself reports options that do not fit (--end before --start)
         return None
-    if processes is None and (start, end, max_frames) == (None, None, None):
-        longest = _quick_longest(files)  # MP4/MOV: their lengths now, without PyAV
-        if longest is not None:
-            start_in_background(name, DEFAULT_PROCESSES, warm_for=str(longest))
-            return Prestart()
     gpu = int(name.split(":")[1])
     only_input = len(inputs) == 1
 
@@ -190,17 +186,31 @@ def prestart_decoding(
     return Prestart(look)
 
 
-def _quick_longest(files: Sequence[Path]) -> Path | None:
-    """The longest of ``files`` when they are all MP4/MOV files whose frames together reach
-    :data:`COMMAND_PROCESS_FRAMES`, read from their indexes with the standard library
-    (:func:`~vidpipe.decode.mp4count.mp4_video_frames`, a millisecond or two); ``None``: not
-    known that way (the thread reads them with PyAV), or too short."""
+def start_processes_now(name: str, files: Sequence[Path], *, processes: int | None, at_least: int,
+                        whole: bool = True) -> bool:  # fmt: skip
+    """Start the decoder processes of GPU ``name`` (``"cuda:0"``) for a run of the video
+    ``files`` now, in the background, where it is known now that the run will use them:
+    ``processes`` asked for (that many, whatever the length), or ``processes`` ``None`` and MP4/MOV
+    files of at least :data:`PROBE_BYTES` whose frames together reach ``at_least``, decoded
+    ``whole`` (no start, end or frame limit), read from their indexes
+    (:func:`~vidpipe.decode.mp4count.mp4_video_frames`, a millisecond or two): the default number,
+    their NVDEC sessions started for the longest file. ``False``: nothing started (not known that
+    way, too short, or ``processes`` 0). Never raises: a start that fails is logged by the pool."""
     from vidpipe.decode.mp4count import mp4_video_frames
+    from vidpipe.decode.procpool import DEFAULT_PROCESSES, start_in_background
 
+    if not files or processes == 0:
+        return False
+    if processes:  # asked for: the decode starts them whatever the length
+        start_in_background(name, processes, warm_for=str(files[0]))  # the children probe it
+        return True
+    if not whole or sum(map(_size, files)) < PROBE_BYTES:
+        return False
     counts = [mp4_video_frames(p) for p in files]
-    if any(c is None for c in counts) or sum(counts) < COMMAND_PROCESS_FRAMES:
-        return None
-    return files[counts.index(max(counts))]
+    if any(c is None for c in counts) or sum(counts) < at_least:  # type: ignore[arg-type]
+        return False
+    start_in_background(name, DEFAULT_PROCESSES, warm_for=str(files[counts.index(max(counts))]))
+    return True
 
 
 def _size(path: Path) -> int:
