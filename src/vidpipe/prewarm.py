@@ -11,10 +11,9 @@ of that need neither the model nor a CUDA stream, and mostly wait on files or on
 - the NVDEC capabilities the decoder's choice asks the driver for
   (:func:`~vidpipe.decode.nvdec_caps.query_caps`, 0.2-0.4 s each, cached for the process).
 
-It also starts, at once, the decoder processes the decode would start and wait for
-(``decoder_processes`` asked for, or MP4/MOV files long enough together:
-:func:`~vidpipe.decode.prestart.start_processes_now`), so that their start (seconds) overlaps the
-model's load and warm-up.
+It also starts, at once, the decoder processes the decode would start and wait for (MP4/MOV
+files long enough together: :func:`~vidpipe.decode.prestart.start_processes_now`), so that their
+start (seconds) overlaps the model's load and warm-up.
 
 :func:`start_prewarm` does them in a daemon thread, which ``vidpipe.detect`` starts before it
 loads the model, only where the run will likely decode NVDEC's NV12 frames: a GPU device
@@ -82,10 +81,11 @@ def start_prewarm(
 
 
 def _start_processes(name: str, videos: "Sequence[Any]", options: "DecodeOptions | None") -> None:
-    """The decoder processes the run's decode would start (``decoder_processes`` asked for, or
-    MP4/MOV files of :data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames together), started
-    now beside the model's load and warm-up instead of at the decode, which waits for them
-    (:func:`~vidpipe.decode.prestart.start_processes_now`)."""
+    """The decoder processes the run's decode would start for MP4/MOV files of
+    :data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames together, started now beside the
+    model's load and warm-up instead of at the decode, which waits for them
+    (:func:`~vidpipe.decode.prestart.start_processes_now`). Not for ``decoder_processes`` asked
+    for: ``auto`` may read a short file with PyAV, and the decode then starts none."""
     from pathlib import Path
 
     from vidpipe.decode.prestart import PROBED_INPUTS, start_processes_now
@@ -94,10 +94,11 @@ def _start_processes(name: str, videos: "Sequence[Any]", options: "DecodeOptions
     files = [Path(s.location) for s in videos if s.kind == "file"][:PROBED_INPUTS]
     if len(files) < len(videos):  # live streams too: their decode starts no process by itself
         return
-    processes = options.decoder_processes if options is not None else None
+    if options is not None and options.decoder_processes is not None:
+        return
     whole = options is None or (options.start, options.end, options.max_frames) == (None, None, None)
     try:
-        start_processes_now(name, files, processes=processes, at_least=AUTO_START_FRAMES, whole=whole)
+        start_processes_now(name, files, processes=None, at_least=AUTO_START_FRAMES, whole=whole)
     except Exception as exc:  # noqa: BLE001 - an optimisation: the decode starts them itself
         logger.debug("decoder processes not started early: %s: %s", type(exc).__name__, exc)
 
