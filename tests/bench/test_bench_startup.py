@@ -33,13 +33,18 @@ def test_a_missing_input_is_a_clear_error(tmp_path):
     assert p.returncode == 2 and "bench startup: no such file" in p.stderr and "internal error" not in p.stderr
 
 
-def test_one_series_per_decoder_processes_value(tmp_path):
+def _startup_report(tmp_path, *options: str) -> dict:
+    """``vidpipe bench startup`` of a 12-frame clip on the CPU, once, with ``options``: its report."""
     clip = make_video(tmp_path / "clip.mp4", width=160, height=96, frames=12, fps=12)
     p = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "startup", str(clip.path), "--device", "cpu",
-                        "--repeat", "1", "--decoder-processes", "auto,0", "--versus-bench", "--out", str(tmp_path / "out")],
+                        "--repeat", "1", *options, "--out", str(tmp_path / "out")],
                        capture_output=True, text=True, timeout=300)  # fmt: skip
     assert p.returncode == 0, p.stderr
-    report = json.loads((tmp_path / "out" / "bench_startup.json").read_text())
+    return json.loads((tmp_path / "out" / "bench_startup.json").read_text())
+
+
+def test_one_series_per_decoder_processes_value(tmp_path):
+    report = _startup_report(tmp_path, "--decoder-processes", "auto,0", "--versus-bench")
     assert [r["peer"] for r in report["rows"]] == ["floor", "vidpipe-detect", "vidpipe-detect (0 processes)"]
     assert all(r["frames"] == 12 for r in report["rows"][1:])
     assert "bench_fps" not in report["meta"]["targets"]["clip.mp4"]["vidpipe-detect"]  # the bench rate is a GPU's
@@ -48,12 +53,7 @@ def test_one_series_per_decoder_processes_value(tmp_path):
 def test_the_api_series_runs_the_same_input_from_a_script(tmp_path):
     """``--api``: each run also through ``vidpipe.detect`` in a fresh Python process (the README's
     quick start), with the command's columns: the same frames and detections as the command's."""
-    clip = make_video(tmp_path / "clip.mp4", width=160, height=96, frames=12, fps=12)
-    p = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "startup", str(clip.path), "--device", "cpu",
-                        "--repeat", "1", "--api", "--decoder-processes", "auto,0", "--out", str(tmp_path / "out")],
-                       capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert p.returncode == 0, p.stderr
-    report = json.loads((tmp_path / "out" / "bench_startup.json").read_text())
+    report = _startup_report(tmp_path, "--api", "--decoder-processes", "auto,0")
     rows = {r["peer"]: r for r in report["rows"]}
     assert list(rows) == ["floor", "vidpipe-detect", "vidpipe-detect (0 processes)", "vidpipe.detect",
                           "vidpipe.detect (0 processes)"]  # fmt: skip

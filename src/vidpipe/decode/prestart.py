@@ -149,7 +149,7 @@ def prestart_decoding(
     whole = (start, end, max_frames) == (None, None, None)
     if start_processes_now(name, files, processes=processes, at_least=COMMAND_PROCESS_FRAMES, whole=whole):
         return Prestart()
-    if processes or sum(map(_size, files)) < PROBE_BYTES:  # too small for either to pay: no thread, no probe
+    if sum(map(_size, files)) < PROBE_BYTES:  # too small for either to pay: no thread, no probe
         return None
     try:
         options = DecodeOptions(frame_skip=frame_skip, max_frames=max_frames, start=start, end=end)
