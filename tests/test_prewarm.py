@@ -131,3 +131,10 @@ def test_a_scripts_run_starts_its_decoder_processes_at_the_call(make_clip, proce
     spec = SourceSpec(kind="file", location=str(clip.path))
     start_prewarm([spec], device="cuda", decoder="auto", options=DecodeOptions(**options))
     assert processes_started == ([] if expect is None else [("cuda:0", expect, str(clip.path))])
+
+
+def test_a_run_with_a_live_stream_starts_no_process_early(make_clip, processes_started):
+    clip = make_clip(".mp4", frames=60, gop=10, width=160, height=96)
+    specs = [SourceSpec(kind="file", location=str(clip.path)), SourceSpec(kind="live", location="rtsp://cam/1")]
+    start_prewarm(specs, device="cuda", decoder="auto", options=DecodeOptions())
+    assert processes_started == []

@@ -91,11 +91,11 @@ def _start_processes(name: str, videos: "Sequence[Any]", options: "DecodeOptions
     from vidpipe.decode.prestart import PROBED_INPUTS, start_processes_now
     from vidpipe.decode.procpool import AUTO_START_FRAMES
 
-    files = [Path(s.location) for s in videos if s.kind == "file"][:PROBED_INPUTS]
-    if len(files) < len(videos):  # live streams too: their decode starts no process by itself
+    if any(s.kind != "file" for s in videos):  # live streams too: their decode starts no process by itself
         return
     if options is not None and options.decoder_processes is not None:
         return
+    files = [Path(s.location) for s in videos][:PROBED_INPUTS]
     whole = options is None or (options.start, options.end, options.max_frames) == (None, None, None)
     try:
         start_processes_now(name, files, processes=None, at_least=AUTO_START_FRAMES, whole=whole)
