@@ -36,7 +36,6 @@ way (:mod:`vidpipe.decode.prestart`). Measured in
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import threading
 from collections.abc import Sequence
@@ -65,13 +64,13 @@ def start_prewarm(
         options: the run's frame selection (``start``, ``end``, ``max_frames``, ``frame_skip``),
             for the length ``auto`` judges a single file by.
     """
-    from vidpipe.decode.prestart import gpu_name
+    from vidpipe.decode.prestart import nvdec_gpu
 
     if decoder not in ("auto", "nvdec"):
         return None
-    name = gpu_name(device)
     videos = [s for s in specs if getattr(s, "kind", None) in ("file", "live")]
-    if name is None or not videos or importlib.util.find_spec("PyNvVideoCodec") is None:
+    name = nvdec_gpu(device) if videos else None
+    if name is None:
         return None
     _start_processes(name, videos, options)
     first = videos[0]

@@ -13,14 +13,6 @@ from vidpipe.decode.service import DecoderService
 from vidpipe.errors import ConfigError
 
 
-def _nvdec_here() -> bool:
-    import importlib.util
-
-    from vidpipe.decode.prestart import gpu_name
-
-    return gpu_name("auto") is not None and importlib.util.find_spec("PyNvVideoCodec") is not None
-
-
 def test_cpu_device_starts_nothing_and_the_calls_run(bikes_path, caplog):
     from vidpipe.decode.procpool import describe
 
@@ -35,14 +27,27 @@ def test_cpu_device_starts_nothing_and_the_calls_run(bikes_path, caplog):
     assert rec and rec[0].levelno == logging.INFO  # asked for the CPU: not worth a warning
 
 
-def test_cuda_without_nvdec_warns(caplog):
-    if _nvdec_here():
-        pytest.skip("this machine has NVDEC (test_service_gpu.py covers it)")
+@pytest.mark.parametrize("missing", ["gpu", "PyNvVideoCodec"])
+def test_cuda_without_nvdec_warns(caplog, monkeypatch, missing):
+    """Asked for a GPU where NVDEC cannot run (made so on any machine): a warning with the
+    reason, nothing started."""
+    import importlib.util
+
+    from vidpipe.decode.procpool import describe
+
+    if missing == "gpu":
+        monkeypatch.setattr("vidpipe.decode.prestart.gpu_name", lambda device: None)
+    else:
+        monkeypatch.setattr("vidpipe.decode.prestart.gpu_name", lambda device: "cuda:0")
+        find_spec = importlib.util.find_spec
+        monkeypatch.setattr("importlib.util.find_spec", lambda n: None if n == "PyNvVideoCodec" else find_spec(n))
     caplog.set_level(logging.INFO, logger="vidpipe.decode.service")
     with vidpipe.decoder_service(2, device="cuda") as svc:
         assert svc.device is None and not svc.started
+    assert describe() == ""
     rec = [r for r in caplog.records if "no decoder process started" in r.getMessage()]
     assert rec and rec[0].levelno == logging.WARNING
+    assert ("no NVIDIA GPU" if missing == "gpu" else "PyNvVideoCodec is not installed") in rec[0].getMessage()
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True, "4", 65])

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from vidpipe.decode.base import StreamInfo
 
-__all__ = ["prestart_decoding", "start_processes_now", "Prestart", "gpu_name"]
+__all__ = ["prestart_decoding", "start_processes_now", "Prestart", "gpu_name", "nvdec_gpu"]
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +89,13 @@ def gpu_name(device: str) -> str | None:
     if not os.path.exists("/dev/nvidiactl"):
         return None
     return text
+
+
+def nvdec_gpu(device: str) -> str | None:
+    """:func:`gpu_name` of ``device`` where NVDEC can decode on it (PyNvVideoCodec installed),
+    judged without PyTorch; ``None`` otherwise."""
+    name = gpu_name(device)
+    return None if name is None or importlib.util.find_spec("PyNvVideoCodec") is None else name
 
 
 class Prestart:
@@ -137,8 +144,8 @@ def prestart_decoding(
     """
     if decoder not in ("auto", "nvdec"):
         return None
-    name = gpu_name(device)
-    if name is None or importlib.util.find_spec("PyNvVideoCodec") is None:
+    name = nvdec_gpu(device)
+    if name is None:
         return None
     files = [Path(p) for p in inputs[:PROBED_INPUTS] if Path(p).is_file()]
     if not files:

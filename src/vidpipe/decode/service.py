@@ -22,7 +22,6 @@ Every decode of a video file on NVDEC in the block uses them unless it asks for
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 from collections.abc import Iterator
@@ -75,14 +74,14 @@ def decoder_service(processes: int | None = None, *, device: str = "auto",
     """
     from vidpipe._validate import check_range
     from vidpipe.decode.base import MAX_DECODER_PROCESSES
-    from vidpipe.decode.prestart import gpu_name
+    from vidpipe.decode.prestart import gpu_name, nvdec_gpu
     from vidpipe.decode.procpool import DEFAULT_PROCESSES, close_pool, start_in_background
 
     n = DEFAULT_PROCESSES if processes is None else processes
     n = int(check_range("processes", n, low=1, high=MAX_DECODER_PROCESSES, integer=True))
-    name = gpu_name(device)
-    if name is None or importlib.util.find_spec("PyNvVideoCodec") is None:
-        why = "no NVIDIA GPU for it" if name is None else "PyNvVideoCodec is not installed"
+    name = nvdec_gpu(device)
+    if name is None:
+        why = "no NVIDIA GPU for it" if gpu_name(device) is None else "PyNvVideoCodec is not installed"
         log = logger.warning if device.strip().lower().startswith("cuda") else logger.info
         log("decoder_service(device=%r): %s; no decoder process started", device, why)
         yield DecoderService(device=None, processes=0, started=False)
