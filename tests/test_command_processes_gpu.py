@@ -1,7 +1,9 @@
 """``vidpipe detect`` on a file of :data:`~vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES` frames,
 with the default options, starts four decoder processes while it imports PyTorch and decodes in
 them (the decode waits for them: they were started for this run); every frame FFmpeg counts, once,
-and the detections of the same command with threads (``--decoder-processes 0``)."""
+and the detections of the same command with threads (``--decoder-processes 0``). So does
+``vidpipe.detect`` from a script, which starts them at its call (:mod:`vidpipe.prewarm`), by
+default and when asked for."""
 
 from __future__ import annotations
 
@@ -41,5 +43,39 @@ def test_the_command_decodes_a_file_of_that_length_in_processes(street, tmp_path
     assert s["sources"][0]["extra"].get("decoder_processes") == 4, got["log"][-3000:]
     assert "decoder processes for cuda:0 started" in got["log"]
     threads = _detect(street, tmp_path / "threads.csv", "--decoder-processes", "0")["summary"]
+    assert threads["frames"] == ffmpeg and "decoder_processes" not in threads["sources"][0]["extra"]
+    assert threads["detections"] == s["detections"]
+
+
+_SCRIPT = """
+import json, logging, sys
+import vidpipe
+logging.basicConfig(level=logging.DEBUG)
+clip, processes = sys.argv[1], sys.argv[2]
+options = {} if processes == "auto" else {"decoder_processes": int(processes)}
+run = vidpipe.detect(clip, device="cuda", **options)
+for frame in run:
+    pass
+print(json.dumps(run.summary().to_dict()))
+"""
+
+
+@pytest.mark.parametrize("processes", ["auto", "2"])
+def test_a_scripts_call_decodes_it_in_processes_started_at_the_call(street, processes):
+    with av.open(str(street)) as c:
+        ffmpeg = sum(1 for _ in c.decode(video=0))
+
+    def call(n: str) -> tuple[dict, str]:
+        p = subprocess.run([sys.executable, "-c", _SCRIPT, str(street), n], capture_output=True, text=True,
+                           timeout=300)  # fmt: skip
+        assert p.returncode == 0, p.stderr[-3000:]
+        return json.loads(p.stdout.strip().splitlines()[-1]), p.stderr
+
+    s, log = call(processes)
+    src = s["sources"][0]
+    assert s["frames"] == ffmpeg and src["status"] == "ok" and src["decoder"] == "nvdec"
+    assert src["extra"].get("decoder_processes") == (4 if processes == "auto" else 2), log[-3000:]
+    assert "decoder processes for cuda:0 started" in log
+    threads, _ = call("0")
     assert threads["frames"] == ffmpeg and "decoder_processes" not in threads["sources"][0]["extra"]
     assert threads["detections"] == s["detections"]

@@ -106,30 +106,37 @@ def processes_started(monkeypatch):
     monkeypatch.setattr("vidpipe.decode.procpool.start_in_background",
                         lambda name, n, warm_for=None: started.append((name, n, warm_for)))  # fmt: skip
     monkeypatch.setattr("vidpipe.prewarm._prepare", lambda *a, **k: None)
-    monkeypatch.setattr("vidpipe.decode.procpool.AUTO_START_FRAMES", 50)  # a 50-frame clip is "long"
+    monkeypatch.setattr("vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES", 50)  # a 50-frame clip is "long"
+    monkeypatch.setattr("vidpipe.decode.auto_choice.PYAV_FRAMES_BELOW", ((0, 55),))  # auto: NVDEC from 55
     monkeypatch.setattr("vidpipe.decode.prestart.PROBE_BYTES", 0)
     return started
 
 
 @pytest.mark.parametrize(
-    ("suffix", "frames", "options", "expect"),
+    ("suffix", "frames", "options", "decoder", "expect"),
     [
-        (".mp4", 50, {}, 4),  # long enough: DEFAULT_PROCESSES, at the call's start
-        (".mp4", 49, {}, None),  # shorter: threads, nothing started
-        (".mp4", 60, {"max_frames": 10}, None),  # cut short by the options: the decode decides
-        (".mp4", 60, {"decoder_processes": 2}, None),  # asked for: at the decode, which may be PyAV's
-        (".mp4", 60, {"decoder_processes": 0}, None),  # threads asked for
-        (".mkv", 60, {}, None),  # no index to read at once: the decode starts them itself
+        (".mp4", 50, {}, "auto", 4),  # long enough: DEFAULT_PROCESSES, at the call's start
+        (".mp4", 49, {}, "auto", None),  # shorter: threads, nothing started
+        (".mp4", 60, {"max_frames": 10}, "auto", None),  # cut short by the options: the decode decides
+        (".mp4", 60, {"decoder_processes": 2}, "auto", 2),  # asked for, and auto reads it with NVDEC
+        (".mp4", 50, {"decoder_processes": 2}, "auto", None),  # asked for, but auto may read it with PyAV
+        (".mp4", 50, {"decoder_processes": 2}, "nvdec", 2),  # asked for, NVDEC asked for: whatever the length
+        (".mp4", 60, {"decoder_processes": 2, "max_frames": 10}, "auto", None),  # cut short: the decode decides
+        (".mp4", 60, {"decoder_processes": 0}, "auto", None),  # threads asked for
+        (".mkv", 60, {}, "auto", None),  # no index to read at once: the decode starts them itself
+        (".mkv", 60, {"decoder_processes": 2}, "auto", None),  # its length unknown: the decode decides
     ],
-    ids=["long", "short", "max-frames", "asked", "threads", "mkv"],
+    ids=["long", "short", "max-frames", "asked", "asked-pyav-may-read", "asked-nvdec", "asked-cut-short",
+         "threads", "mkv", "asked-mkv"],
 )
 def test_a_scripts_run_starts_its_decoder_processes_at_the_call(make_clip, processes_started, suffix, frames,
-                                                               options, expect):  # fmt: skip
-    """``vidpipe.detect`` from a script starts the decoder processes its decode would start
-    beside the model's load, not at the decode (the decode waits for them)."""
+                                                               options, decoder, expect):  # fmt: skip
+    """``vidpipe.detect`` from a script starts the decoder processes its decode will use beside
+    the model's load, not at the decode (which waits for them): from the command's length, or
+    asked for where NVDEC reads the file."""
     clip = make_clip(suffix, frames=frames, gop=10, width=160, height=96)
     spec = SourceSpec(kind="file", location=str(clip.path))
-    start_prewarm([spec], device="cuda", decoder="auto", options=DecodeOptions(**options))
+    start_prewarm([spec], device="cuda", decoder=decoder, options=DecodeOptions(**options))
     assert processes_started == ([] if expect is None else [("cuda:0", expect, str(clip.path))])
 
 

@@ -11,9 +11,14 @@ of that need neither the model nor a CUDA stream, and mostly wait on files or on
 - the NVDEC capabilities the decoder's choice asks the driver for
   (:func:`~vidpipe.decode.nvdec_caps.query_caps`, 0.2-0.4 s each, cached for the process).
 
-It also starts, at once, the decoder processes the decode would start and wait for (MP4/MOV
-files long enough together: :func:`~vidpipe.decode.prestart.start_processes_now`), so that their
-start (seconds) overlaps the model's load and warm-up.
+It also starts, at once, the decoder processes the decode will use (MP4/MOV files of
+:data:`~vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES` frames together, as ``vidpipe detect``
+does, or ``decoder_processes`` asked for: :func:`~vidpipe.decode.prestart.start_processes_now`),
+so that their start (seconds) overlaps PyTorch's import and the model's load and warm-up instead
+of coming after them. On an H200, 1080p street footage, fresh scripts against the code before
+(``docs/bench/h200/script-processes``): a 15,000-frame file 11.2 s against 18.3 s, 3,769 frames/s
+against 1,310; a 4,800-frame file 8.41 s at 3,522 frames/s (0.91x ``bench e2e``'s) against 9.59 s
+at 1,932 with threads, and ``decoder_processes=4`` 8.39 s against 13.6 s.
 
 :func:`start_prewarm` does them in a daemon thread, which ``vidpipe.detect`` starts before it
 loads the model, only where the run will likely decode NVDEC's NV12 frames: a GPU device
@@ -72,34 +77,46 @@ def start_prewarm(
     name = nvdec_gpu(device) if videos else None
     if name is None:
         return None
-    _start_processes(name, videos, options)
+    _start_processes(name, videos, options, decoder)
     first = videos[0]
     short_rule = decoder == "auto" and len(specs) == 1  # auto's short-file rule: a run's only input
     path = first.location if first.kind == "file" else None
     return _started(path, int(name.split(":")[1]), triton=True, short_rule=short_rule, options=options)
 
 
-def _start_processes(name: str, videos: "Sequence[Any]", options: "DecodeOptions | None") -> None:
-    """The decoder processes the run's decode would start for MP4/MOV files of
-    :data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames together, started now beside the
-    model's load and warm-up instead of at the decode, which waits for them
-    (:func:`~vidpipe.decode.prestart.start_processes_now`). Not for ``decoder_processes`` asked
-    for: ``auto`` may read a short file with PyAV, and the decode then starts none."""
+def _start_processes(name: str, videos: "Sequence[Any]", options: "DecodeOptions | None", decoder: str) -> None:
+    """The decoder processes the run's decode will use, started now beside the model's load and
+    warm-up instead of at the decode, which waits for them
+    (:func:`~vidpipe.decode.prestart.start_processes_now`): for MP4/MOV files of
+    :data:`~vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES` frames together, as ``vidpipe
+    detect`` does, or ``decoder_processes`` asked for where NVDEC will read the files (not one
+    short file ``auto`` may read with PyAV: :func:`_nvdec_certain`)."""
     from pathlib import Path
 
-    from vidpipe.decode.prestart import PROBED_INPUTS, start_processes_now
-    from vidpipe.decode.procpool import AUTO_START_FRAMES
+    from vidpipe.decode.prestart import COMMAND_PROCESS_FRAMES, PROBED_INPUTS, start_processes_now
 
     if any(s.kind != "file" for s in videos):  # live streams too: their decode starts no process by itself
         return
-    if options is not None and options.decoder_processes is not None:
-        return
     files = [Path(s.location) for s in videos][:PROBED_INPUTS]
     whole = options is None or (options.start, options.end, options.max_frames) == (None, None, None)
+    asked = options.decoder_processes if options is not None else None
+    if asked and decoder == "auto" and len(videos) == 1 and not (whole and _nvdec_certain(files[0])):
+        return  # the decode starts them if NVDEC reads it
     try:
-        start_processes_now(name, files, processes=None, at_least=AUTO_START_FRAMES, whole=whole)
+        start_processes_now(name, files, processes=asked, at_least=COMMAND_PROCESS_FRAMES, whole=whole)
     except Exception as exc:  # noqa: BLE001 - an optimisation: the decode starts them itself
         logger.debug("decoder processes not started early: %s: %s", type(exc).__name__, exc)
+
+
+def _nvdec_certain(path: "Any") -> bool:
+    """``auto`` reads the whole of this only input with NVDEC whatever its frame size: an MP4/MOV
+    file whose index gives at least the most frames :data:`~vidpipe.decode.auto_choice.PYAV_FRAMES_BELOW`
+    leaves to PyAV."""
+    from vidpipe.decode.auto_choice import PYAV_FRAMES_BELOW
+    from vidpipe.decode.mp4count import mp4_video_frames
+
+    frames = mp4_video_frames(path)
+    return frames is not None and frames >= max(n for _, n in PYAV_FRAMES_BELOW)
 
 
 class ChildPrewarm:

@@ -9,10 +9,10 @@ one of two things:
 **Decoder processes**, for a file of :data:`COMMAND_PROCESS_FRAMES` frames or more (the files of
 the first :data:`PROBED_INPUTS` together: files decoding at once share the processes,
 ``DecodeOptions.files_at_once``) or when ``processes`` asks for them. A process starts in seconds
-(its interpreter, PyTorch, a CUDA context); ``vidpipe.detect`` from a script starts them itself
-at its call (MP4/MOV files, through :func:`start_processes_now`: ``vidpipe.prewarm``) or when the
-decode begins, which then waits for them, and so only from
-:data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames. Started here, the children start while
+(its interpreter, PyTorch, a CUDA context); ``vidpipe.detect`` from a script starts them the same
+way at its call for MP4/MOV files of as many frames (:func:`start_processes_now`, from
+``vidpipe.prewarm``); other files' processes start when the decode begins, which then waits for
+them, and so only from :data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames. Started here, the children start while
 the command does, each starting its share of the file's NVDEC sessions before it imports PyTorch
 (``warm_for``, :class:`~vidpipe.decode.procpool.DecoderProcessPool`), and the decode waits for
 them. Since the children start their sessions first (session 24) they are ready before the
