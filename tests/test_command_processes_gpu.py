@@ -3,7 +3,7 @@ with the default options, starts four decoder processes while it imports PyTorch
 them (the decode waits for them: they were started for this run); every frame FFmpeg counts, once,
 and the detections of the same command with threads (``--decoder-processes 0``). So does
 ``vidpipe.detect`` from a script, which starts them at its call (:mod:`vidpipe.prewarm`), by
-default and when asked for."""
+default (MP4: the length from the index; Matroska: from PyAV in a thread) and when asked for."""
 
 from __future__ import annotations
 
@@ -60,8 +60,22 @@ print(json.dumps(run.summary().to_dict()))
 """
 
 
-@pytest.mark.parametrize("processes", ["auto", "2"])
-def test_a_scripts_call_decodes_it_in_processes_started_at_the_call(street, processes):
+@pytest.fixture(scope="module")
+def street_mkv(street, tmp_path_factory):
+    """The same clip remuxed to Matroska: no index read at once, its length read with PyAV."""
+    dst = tmp_path_factory.mktemp("mkv") / "street.mkv"
+    with av.open(str(street)) as i, av.open(str(dst), "w") as o:
+        s = o.add_stream_from_template(i.streams.video[0])
+        for pkt in i.demux(i.streams.video[0]):
+            if pkt.dts is not None:
+                pkt.stream = s
+                o.mux(pkt)
+    return dst
+
+
+@pytest.mark.parametrize(("processes", "container"), [("auto", "mp4"), ("2", "mp4"), ("auto", "mkv")])
+def test_a_scripts_call_decodes_it_in_processes_started_at_the_call(request, processes, container):
+    street = request.getfixturevalue("street" if container == "mp4" else "street_mkv")
     with av.open(str(street)) as c:
         ffmpeg = sum(1 for _ in c.decode(video=0))
 

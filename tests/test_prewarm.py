@@ -7,6 +7,7 @@ import dataclasses
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
@@ -117,17 +118,21 @@ def processes_started(monkeypatch):
     [
         (".mp4", 50, {}, "auto", 4),  # long enough: DEFAULT_PROCESSES, at the call's start
         (".mp4", 49, {}, "auto", None),  # shorter: threads, nothing started
-        (".mp4", 60, {"max_frames": 10}, "auto", None),  # cut short by the options: the decode decides
+        (".mp4", 60, {"max_frames": 10}, "auto", None),  # cut short by the options (PyAV's length, cut)
+        (".mp4", 120, {"max_frames": 60}, "auto", 4),  # cut, still long enough
         (".mp4", 60, {"decoder_processes": 2}, "auto", 2),  # asked for, and auto reads it with NVDEC
         (".mp4", 50, {"decoder_processes": 2}, "auto", None),  # asked for, but auto may read it with PyAV
         (".mp4", 50, {"decoder_processes": 2}, "nvdec", 2),  # asked for, NVDEC asked for: whatever the length
-        (".mp4", 60, {"decoder_processes": 2, "max_frames": 10}, "auto", None),  # cut short: the decode decides
+        (".mp4", 60, {"decoder_processes": 2, "max_frames": 10}, "auto", None),  # cut short: auto may read it with PyAV
         (".mp4", 60, {"decoder_processes": 0}, "auto", None),  # threads asked for
-        (".mkv", 60, {}, "auto", None),  # no index to read at once: the decode starts them itself
-        (".mkv", 60, {"decoder_processes": 2}, "auto", None),  # its length unknown: the decode decides
+        (".mkv", 60, {}, "auto", 4),  # no index to read at once: PyAV's length, in a thread
+        (".mkv", 49, {}, "auto", None),
+        (".mkv", 60, {"decoder_processes": 2}, "auto", 2),
+        (".mkv", 50, {"decoder_processes": 2}, "auto", None),
+        (".mkv", 60, {"max_frames": 10}, "auto", None),
     ],
-    ids=["long", "short", "max-frames", "asked", "asked-pyav-may-read", "asked-nvdec", "asked-cut-short",
-         "threads", "mkv", "asked-mkv"],
+    ids=["long", "short", "max-frames", "max-frames-long", "asked", "asked-pyav-may-read", "asked-nvdec", "asked-cut-short",
+         "threads", "mkv", "mkv-short", "mkv-asked", "mkv-asked-pyav-may-read", "mkv-max-frames"],
 )
 def test_a_scripts_run_starts_its_decoder_processes_at_the_call(make_clip, processes_started, suffix, frames,
                                                                options, decoder, expect):  # fmt: skip
@@ -137,7 +142,42 @@ def test_a_scripts_run_starts_its_decoder_processes_at_the_call(make_clip, proce
     clip = make_clip(suffix, frames=frames, gop=10, width=160, height=96)
     spec = SourceSpec(kind="file", location=str(clip.path))
     start_prewarm([spec], device="cuda", decoder=decoder, options=DecodeOptions(**options))
+    _length_read()
     assert processes_started == ([] if expect is None else [("cuda:0", expect, str(clip.path))])
+
+
+def _length_read() -> None:
+    """Wait for the thread that reads lengths with PyAV (containers without an index), if any."""
+    for thread in threading.enumerate():
+        if thread.name == "vidpipe-prewarm-processes":
+            thread.join(30)
+
+
+@pytest.mark.parametrize("what", ["garbage", "small"])
+def test_a_file_that_is_no_video_or_too_small_to_be_long_starts_nothing(tmp_path, processes_started, monkeypatch,
+                                                                        make_clip, what):  # fmt: skip
+    from vidpipe.decode import prestart
+
+    probed = []
+    read = prestart.frames_together
+    monkeypatch.setattr(prestart, "frames_together", lambda *a: probed.append(a) or read(*a))
+    if what == "garbage":
+        path = tmp_path / "a.mkv"
+        path.write_bytes(b"\x1a\x45\xdf\xa3 not matroska" * 1000)
+    else:  # long enough, but under PROBE_BYTES: not read at all
+        monkeypatch.setattr(prestart, "PROBE_BYTES", 1 << 40)
+        path = make_clip(".mkv", frames=60, gop=10, width=160, height=96).path
+    start_prewarm([SourceSpec(kind="file", location=str(path))], device="cuda", decoder="auto",
+                  options=DecodeOptions())  # fmt: skip
+    _length_read()
+    assert processes_started == [] and len(probed) == (1 if what == "garbage" else 0)
+
+
+def test_several_files_start_the_processes_asked_for_whatever_their_length(make_clip, processes_started):
+    clips = [make_clip(".mkv", frames=20, gop=10, width=160, height=96).path for _ in range(2)]
+    specs = [SourceSpec(kind="file", location=str(p)) for p in clips]
+    start_prewarm(specs, device="cuda", decoder="auto", options=DecodeOptions(decoder_processes=3))
+    assert processes_started == [("cuda:0", 3, str(clips[0]))]
 
 
 def test_a_run_with_a_live_stream_starts_no_process_early(make_clip, processes_started):

@@ -11,10 +11,10 @@ of that need neither the model nor a CUDA stream, and mostly wait on files or on
 - the NVDEC capabilities the decoder's choice asks the driver for
   (:func:`~vidpipe.decode.nvdec_caps.query_caps`, 0.2-0.4 s each, cached for the process).
 
-It also starts, at once, the decoder processes the decode will use (MP4/MOV files of
+It also starts, at once, the decoder processes the decode will use (video files of
 :data:`~vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES` frames together, as ``vidpipe detect``
-does, or ``decoder_processes`` asked for: :func:`~vidpipe.decode.prestart.start_processes_now`),
-so that their start (seconds) overlaps PyTorch's import and the model's load and warm-up instead
+does, or ``decoder_processes`` asked for; MP4/MOV files' lengths read from their indexes, others'
+with PyAV in a thread), so that their start (seconds) overlaps PyTorch's import and the model's load and warm-up instead
 of coming after them. On an H200, 1080p street footage, fresh scripts against the code before
 (``docs/bench/h200/script-processes``): a 15,000-frame file 11.2 s against 18.3 s, 3,769 frames/s
 against 1,310; a 4,800-frame file 8.41 s at 3,522 frames/s (0.91x ``bench e2e``'s) against 9.59 s
@@ -86,37 +86,71 @@ def start_prewarm(
 
 def _start_processes(name: str, videos: "Sequence[Any]", options: "DecodeOptions | None", decoder: str) -> None:
     """The decoder processes the run's decode will use, started now beside the model's load and
-    warm-up instead of at the decode, which waits for them
-    (:func:`~vidpipe.decode.prestart.start_processes_now`): for MP4/MOV files of
-    :data:`~vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES` frames together, as ``vidpipe
-    detect`` does, or ``decoder_processes`` asked for where NVDEC will read the files (not one
-    short file ``auto`` may read with PyAV: :func:`_nvdec_certain`)."""
+    warm-up instead of at the decode, which waits for them: for video files of
+    :data:`~vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES` frames together to decode, as
+    ``vidpipe detect`` does, or ``decoder_processes`` asked for where NVDEC will read the files
+    (not one file ``auto`` may read with PyAV: shorter than :func:`_pyav_most`). MP4/MOV files'
+    lengths come from their indexes at once
+    (:func:`~vidpipe.decode.prestart.start_processes_now`); other containers', and the frames of a
+    run cut by its options, from PyAV, in a thread of their own (:func:`_start_after_probe`)."""
     from pathlib import Path
 
-    from vidpipe.decode.prestart import COMMAND_PROCESS_FRAMES, PROBED_INPUTS, start_processes_now
+    from vidpipe.decode.mp4count import mp4_video_frames
+    from vidpipe.decode.prestart import COMMAND_PROCESS_FRAMES, PROBED_INPUTS, start_processes_now, worth_probing
 
     if any(s.kind != "file" for s in videos):  # live streams too: their decode starts no process by itself
         return
     files = [Path(s.location) for s in videos][:PROBED_INPUTS]
     whole = options is None or (options.start, options.end, options.max_frames) == (None, None, None)
     asked = options.decoder_processes if options is not None else None
-    if asked and decoder == "auto" and len(videos) == 1 and not (whole and _nvdec_certain(files[0])):
-        return  # the decode starts them if NVDEC reads it
+    one_for_auto = decoder == "auto" and len(videos) == 1
+    if asked == 0:
+        return  # threads asked for
     try:
-        start_processes_now(name, files, processes=asked, at_least=COMMAND_PROCESS_FRAMES, whole=whole)
+        if asked and not one_for_auto:  # NVDEC reads them: the decode starts them whatever the length
+            start_processes_now(name, files, processes=asked, at_least=0)
+            return
+        if asked:
+            frames = mp4_video_frames(files[0]) if whole else None
+            if frames is not None:
+                if frames >= _pyav_most():
+                    start_processes_now(name, files, processes=asked, at_least=0)
+                return
+        elif start_processes_now(name, files, processes=None, at_least=COMMAND_PROCESS_FRAMES, whole=whole):
+            return
+        elif whole and all(mp4_video_frames(p) is not None for p in files) or not worth_probing(files):
+            return  # MP4/MOV files too short; or too small to be long
+        # other containers, or frames cut by the options (start, end, max_frames): PyAV's lengths
+        threading.Thread(target=_start_after_probe, args=(name, files, options, asked), daemon=True,
+                         name="vidpipe-prewarm-processes").start()  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - an optimisation: the decode starts them itself
         logger.debug("decoder processes not started early: %s: %s", type(exc).__name__, exc)
 
 
-def _nvdec_certain(path: "Any") -> bool:
-    """``auto`` reads the whole of this only input with NVDEC whatever its frame size: an MP4/MOV
-    file whose index gives at least the most frames :data:`~vidpipe.decode.auto_choice.PYAV_FRAMES_BELOW`
-    leaves to PyAV."""
-    from vidpipe.decode.auto_choice import PYAV_FRAMES_BELOW
-    from vidpipe.decode.mp4count import mp4_video_frames
+def _start_after_probe(name: str, files: "Sequence[Any]", options: "DecodeOptions | None", asked: int | None) -> None:
+    """Read the ``files``' lengths with PyAV (containers without an index read at once) and start
+    the decoder processes where the run will use them: ``asked`` (its one file long enough that
+    ``auto`` reads it with NVDEC), or the default number for
+    :data:`~vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES` frames together. Runs while the
+    caller imports PyTorch and loads the model (seconds), long before the decode looks for them."""
+    from vidpipe.decode.prestart import COMMAND_PROCESS_FRAMES, frames_together
+    from vidpipe.decode.procpool import DEFAULT_PROCESSES, start_in_background
 
-    frames = mp4_video_frames(path)
-    return frames is not None and frames >= max(n for _, n in PYAV_FRAMES_BELOW)
+    try:
+        frames, info = frames_together(files, options)
+        if info is None or frames < (_pyav_most() if asked else COMMAND_PROCESS_FRAMES):
+            return
+        start_in_background(name, asked or DEFAULT_PROCESSES, warm_for=str(info.location))
+    except Exception as exc:  # noqa: BLE001 - an optimisation: the decode starts them itself
+        logger.debug("decoder processes not started early: %s: %s", type(exc).__name__, exc)
+
+
+def _pyav_most() -> int:
+    """The most frames ``auto`` leaves to PyAV, of any frame size
+    (:data:`~vidpipe.decode.auto_choice.PYAV_FRAMES_BELOW`): a single file this long is NVDEC's."""
+    from vidpipe.decode.auto_choice import PYAV_FRAMES_BELOW
+
+    return max(n for _, n in PYAV_FRAMES_BELOW)
 
 
 class ChildPrewarm:

@@ -439,8 +439,8 @@ class NvdecDecoder(SegmentParallelDecoder):
             through CUDA IPC with no copy); started on first use and kept. ``0``: threads in this
             process. ``None`` (default): use the decoder processes when they are running
             (:func:`warm_sessions` with ``processes``, or an earlier long file) or being started
-            for this run (``vidpipe detect``, and ``vidpipe.detect`` for MP4/MOV files, start
-            them at their start for shorter files:
+            for this run (``vidpipe detect`` and ``vidpipe.detect`` start them at their start
+            for shorter files:
             :data:`~vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES`), start them for
             :data:`AUTO_START_FRAMES` frames or more (this file's frames times
             ``options.files_at_once``: files decoding at once share the processes, each taking

@@ -10,9 +10,10 @@ one of two things:
 the first :data:`PROBED_INPUTS` together: files decoding at once share the processes,
 ``DecodeOptions.files_at_once``) or when ``processes`` asks for them. A process starts in seconds
 (its interpreter, PyTorch, a CUDA context); ``vidpipe.detect`` from a script starts them the same
-way at its call for MP4/MOV files of as many frames (:func:`start_processes_now`, from
-``vidpipe.prewarm``); other files' processes start when the decode begins, which then waits for
-them, and so only from :data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames. Started here, the children start while
+way at its call for files of as many frames (``vidpipe.prewarm``: :func:`start_processes_now`, or
+PyAV's lengths in a thread: :func:`frames_together`); a file whose length is not read so starts
+them when its decode begins, which then waits for them, and so only from
+:data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames. Started here, the children start while
 the command does, each starting its share of the file's NVDEC sessions before it imports PyTorch
 (``warm_for``, :class:`~vidpipe.decode.procpool.DecoderProcessPool`), and the decode waits for
 them. Since the children start their sessions first (session 24) they are ready before the
@@ -55,7 +56,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from vidpipe.decode.base import StreamInfo
 
-__all__ = ["prestart_decoding", "start_processes_now", "Prestart", "gpu_name", "nvdec_gpu"]
+__all__ = ["prestart_decoding", "start_processes_now", "frames_together", "worth_probing", "Prestart", "gpu_name",
+           "nvdec_gpu"]
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +158,7 @@ def prestart_decoding(
     whole = (start, end, max_frames) == (None, None, None)
     if start_processes_now(name, files, processes=processes, at_least=COMMAND_PROCESS_FRAMES, whole=whole):
         return Prestart()
-    if sum(map(_size, files)) < PROBE_BYTES:  # too small for either to pay: no thread, no probe
+    if not worth_probing(files):  # too small for either to pay: no thread, no probe
         return None
     try:
         options = DecodeOptions(frame_skip=frame_skip, max_frames=max_frames, start=start, end=end)
@@ -170,7 +172,7 @@ def prestart_decoding(
             from vidpipe.decode.nvdec_early import pool_sessions
             from vidpipe.prewarm import nvdec_reads, pyav_reads
 
-            frames, info = _lengths(files, options)
+            frames, info = frames_together(files, options)
             if info is None:
                 return
             if processes is None and frames >= COMMAND_PROCESS_FRAMES:
@@ -211,13 +213,19 @@ def start_processes_now(name: str, files: Sequence[Path], *, processes: int | No
     if processes:  # asked for: the decode starts them whatever the length
         start_in_background(name, processes, warm_for=str(files[0]))  # the children probe it
         return True
-    if not whole or sum(map(_size, files)) < PROBE_BYTES:
+    if not whole or not worth_probing(files):
         return False
     counts = [mp4_video_frames(p) for p in files]
     if any(c is None for c in counts) or sum(counts) < at_least:  # type: ignore[arg-type]
         return False
     start_in_background(name, DEFAULT_PROCESSES, warm_for=str(files[counts.index(max(counts))]))
     return True
+
+
+def worth_probing(files: Sequence[Path]) -> bool:
+    """Whether ``files`` are large enough together (:data:`PROBE_BYTES`) for a length read with
+    PyAV to pay: smaller files cannot hold a length that needs decoder processes."""
+    return sum(map(_size, files)) >= PROBE_BYTES
 
 
 def _size(path: Path) -> int:
@@ -227,7 +235,7 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _lengths(files: Sequence[Path], options) -> "tuple[int, StreamInfo | None]":
+def frames_together(files: Sequence[Path], options) -> "tuple[int, StreamInfo | None]":
     """The frames ``files`` decode with ``options`` together (an input that is not video, or
     whose length is unknown, counts 0), and the stream of the longest of them (the one the
     sessions are started for). Together: files decoding at once share the processes."""

@@ -1,11 +1,11 @@
 """A decoder service: decoder processes that stay up across ``vidpipe.detect`` calls.
 
-One call decides on its own whether to decode in decoder processes (MP4/MOV files of
-:data:`~vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES` frames or more, started at the call; other
-files from :data:`~vidpipe.decode.procpool.AUTO_START_FRAMES`, since their start costs seconds)
-or with NVDEC sessions in threads of this process, which share the GIL with the model's run; the
-processes, once started, serve the process's later calls. A script that calls
-:func:`vidpipe.detect` on many shorter files pays the threads' rate on every call. :func:`decoder_service` starts the processes for a block of calls, in the background
+One call decides on its own whether to decode in decoder processes (files of
+:data:`~vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES` frames or more, started at the call, since
+their start costs seconds) or with NVDEC sessions in threads of this process, which share the GIL
+with the model's run; the processes, once started, serve the process's later calls. A script that
+calls :func:`vidpipe.detect` on many shorter files pays the threads' rate on every call.
+:func:`decoder_service` starts the processes for a block of calls, in the background
 (the first call waits for them), and stops them after it. Measured on an H200 (a 4,800-frame 1080p
 street clip, four calls in one process, ``docs/bench/h200/command-processes``): calls after the
 first ran at 3,782-4,035 frames/s in the block against 2,544-3,062 with threads, 1.31-1.40 s a call
