@@ -14,8 +14,8 @@ of that need neither the model nor a CUDA stream, and mostly wait on files or on
 It also starts, at once, the decoder processes the decode will use (video files of
 :data:`~vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES` frames together, as ``vidpipe detect``
 does, or ``decoder_processes`` asked for; MP4/MOV files' lengths read from their indexes, others'
-with PyAV in a thread), so that their start (seconds) overlaps PyTorch's import and the model's load and warm-up instead
-of coming after them. On an H200, 1080p street footage, fresh scripts against the code before
+with PyAV in a thread), so that their start (seconds) overlaps PyTorch's import and the model's
+load and warm-up instead of coming after them. On an H200, 1080p street footage, fresh scripts against the code before
 (``docs/bench/h200/script-processes``): a 15,000-frame file 11.2 s against 18.3 s, 3,769 frames/s
 against 1,310; a 4,800-frame file 8.41 s at 3,522 frames/s (0.91x ``bench e2e``'s) against 9.59 s
 at 1,932 with threads, and ``decoder_processes=4`` 8.39 s against 13.6 s.
