@@ -123,7 +123,7 @@ def processes_started(monkeypatch):
         (".mp4", 60, {"decoder_processes": 2}, "auto", 2),  # asked for, and auto reads it with NVDEC
         (".mp4", 50, {"decoder_processes": 2}, "auto", None),  # asked for, but auto may read it with PyAV
         (".mp4", 50, {"decoder_processes": 2}, "nvdec", 2),  # asked for, NVDEC asked for: whatever the length
-        (".mp4", 60, {"decoder_processes": 2, "max_frames": 10}, "auto", None),  # cut short: auto may read it with PyAV
+        (".mp4", 60, {"decoder_processes": 2, "max_frames": 10}, "auto", None),  # cut: auto may read it with PyAV
         (".mp4", 60, {"decoder_processes": 0}, "auto", None),  # threads asked for
         (".mkv", 60, {}, "auto", 4),  # no index to read at once: PyAV's length, in a thread
         (".mkv", 49, {}, "auto", None),
@@ -131,8 +131,8 @@ def processes_started(monkeypatch):
         (".mkv", 50, {"decoder_processes": 2}, "auto", None),
         (".mkv", 60, {"max_frames": 10}, "auto", None),
     ],
-    ids=["long", "short", "max-frames", "max-frames-long", "asked", "asked-pyav-may-read", "asked-nvdec", "asked-cut-short",
-         "threads", "mkv", "mkv-short", "mkv-asked", "mkv-asked-pyav-may-read", "mkv-max-frames"],
+    ids=["long", "short", "max-frames", "max-frames-long", "asked", "asked-pyav-may-read", "asked-nvdec",
+         "asked-cut-short", "threads", "mkv", "mkv-short", "mkv-asked", "mkv-asked-pyav-may-read", "mkv-max-frames"],
 )
 def test_a_scripts_run_starts_its_decoder_processes_at_the_call(make_clip, processes_started, suffix, frames,
                                                                options, decoder, expect):  # fmt: skip
