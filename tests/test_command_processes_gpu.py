@@ -3,7 +3,8 @@ with the default options, starts four decoder processes while it imports PyTorch
 them (the decode waits for them: they were started for this run); every frame FFmpeg counts, once,
 and the detections of the same command with threads (``--decoder-processes 0``). So does
 ``vidpipe.detect`` from a script, which starts them at its call (:mod:`vidpipe.prewarm`), by
-default (MP4: the length from the index; Matroska: from PyAV in a thread) and when asked for."""
+default (MP4: the length from the index; Matroska, or a run cut by ``max_frames``: from PyAV in a
+thread) and when asked for."""
 
 from __future__ import annotations
 
@@ -51,8 +52,10 @@ _SCRIPT = """
 import json, logging, sys
 import vidpipe
 logging.basicConfig(level=logging.DEBUG)
-clip, processes = sys.argv[1], sys.argv[2]
+clip, processes, most = sys.argv[1], sys.argv[2], sys.argv[3]
 options = {} if processes == "auto" else {"decoder_processes": int(processes)}
+if most:
+    options["max_frames"] = int(most)
 run = vidpipe.detect(clip, device="cuda", **options)
 for frame in run:
     pass
@@ -73,14 +76,30 @@ def street_mkv(street, tmp_path_factory):
     return dst
 
 
-@pytest.mark.parametrize(("processes", "container"), [("auto", "mp4"), ("2", "mp4"), ("auto", "mkv")])
+@pytest.fixture(scope="module")
+def street_longer(tmp_path_factory):
+    """A clip a quarter longer than the length, for a run cut to it by ``max_frames``."""
+    from vidpipe.bench.realclip import build_real_clip
+    from vidpipe.decode.prestart import COMMAND_PROCESS_FRAMES
+
+    return build_real_clip(tmp_path_factory.mktemp("longer"), frames=COMMAND_PROCESS_FRAMES * 5 // 4)
+
+
+@pytest.mark.parametrize(("processes", "container"),
+                         [("auto", "mp4"), ("2", "mp4"), ("auto", "mkv"), ("auto", "mp4-cut")])  # fmt: skip
 def test_a_scripts_call_decodes_it_in_processes_started_at_the_call(request, processes, container):
-    street = request.getfixturevalue("street" if container == "mp4" else "street_mkv")
+    from vidpipe.decode.prestart import COMMAND_PROCESS_FRAMES
+
+    street = request.getfixturevalue({"mp4": "street", "mkv": "street_mkv", "mp4-cut": "street_longer"}[container])
+    most = str(COMMAND_PROCESS_FRAMES) if container == "mp4-cut" else ""  # its length from PyAV, cut
     with av.open(str(street)) as c:
         ffmpeg = sum(1 for _ in c.decode(video=0))
+    if most:
+        assert ffmpeg > int(most)
+        ffmpeg = int(most)
 
     def call(n: str) -> tuple[dict, str]:
-        p = subprocess.run([sys.executable, "-c", _SCRIPT, str(street), n], capture_output=True, text=True,
+        p = subprocess.run([sys.executable, "-c", _SCRIPT, str(street), n, most], capture_output=True, text=True,
                            timeout=300)  # fmt: skip
         assert p.returncode == 0, p.stderr[-3000:]
         return json.loads(p.stdout.strip().splitlines()[-1]), p.stderr
