@@ -173,6 +173,21 @@ def test_a_file_that_is_no_video_or_too_small_to_be_long_starts_nothing(tmp_path
     assert processes_started == [] and len(probed) == (1 if what == "garbage" else 0)
 
 
+@pytest.mark.parametrize("suffix", [".mp4", ".mkv"])
+def test_processes_that_run_or_start_already_are_not_decided_again(make_clip, processes_started, monkeypatch,
+                                                                   suffix):  # fmt: skip
+    """The command's own start (or an earlier call) started them: no index read, no PyAV thread."""
+    from vidpipe.decode import prestart
+
+    monkeypatch.setattr("vidpipe.decode.procpool.is_up", lambda device: True)
+    monkeypatch.setattr(prestart, "start_processes_now", lambda *a, **k: pytest.fail("decided again"))
+    clip = make_clip(suffix, frames=60, gop=10, width=160, height=96)
+    start_prewarm([SourceSpec(kind="file", location=str(clip.path))], device="cuda", decoder="auto",
+                  options=DecodeOptions())  # fmt: skip
+    assert not any(t.name == "vidpipe-prewarm-processes" for t in threading.enumerate())
+    assert processes_started == []
+
+
 def test_several_files_start_the_processes_asked_for_whatever_their_length(make_clip, processes_started):
     clips = [make_clip(".mkv", frames=20, gop=10, width=160, height=96).path for _ in range(2)]
     specs = [SourceSpec(kind="file", location=str(p)) for p in clips]

@@ -96,7 +96,8 @@ def _start_processes(name: str, videos: "Sequence[Any]", options: "DecodeOptions
     from pathlib import Path
 
     from vidpipe.decode.mp4count import mp4_video_frames
-    from vidpipe.decode.prestart import COMMAND_PROCESS_FRAMES, PROBED_INPUTS, start_processes_now, worth_probing
+    from vidpipe.decode.prestart import COMMAND_PROCESS_FRAMES, PROBED_INPUTS, start_processes_now
+    from vidpipe.decode.procpool import is_up
 
     if any(s.kind != "file" for s in videos):  # live streams too: their decode starts no process by itself
         return
@@ -104,8 +105,8 @@ def _start_processes(name: str, videos: "Sequence[Any]", options: "DecodeOptions
     whole = options is None or (options.start, options.end, options.max_frames) == (None, None, None)
     asked = options.decoder_processes if options is not None else None
     one_for_auto = decoder == "auto" and len(videos) == 1
-    if asked == 0:
-        return  # threads asked for
+    if asked == 0 or is_up(name):
+        return  # threads asked for; or processes run or start already (the command's, an earlier call's)
     try:
         if asked and not one_for_auto:  # NVDEC reads them: the decode starts them whatever the length
             start_processes_now(name, files, processes=asked, at_least=0)
@@ -116,10 +117,8 @@ def _start_processes(name: str, videos: "Sequence[Any]", options: "DecodeOptions
                 if frames >= _pyav_most():
                     start_processes_now(name, files, processes=asked, at_least=0)
                 return
-        elif start_processes_now(name, files, processes=None, at_least=COMMAND_PROCESS_FRAMES, whole=whole):
-            return
-        elif whole and all(mp4_video_frames(p) is not None for p in files) or not worth_probing(files):
-            return  # MP4/MOV files too short; or too small to be long
+        elif start_processes_now(name, files, processes=None, at_least=COMMAND_PROCESS_FRAMES, whole=whole) is not None:
+            return  # started; or MP4/MOV files too short, or files too small to be long
         # other containers, or frames cut by the options (start, end, max_frames): PyAV's lengths
         threading.Thread(target=_start_after_probe, args=(name, files, options, asked), daemon=True,
                          name="vidpipe-prewarm-processes").start()  # fmt: skip

@@ -196,15 +196,17 @@ def prestart_decoding(
 
 
 def start_processes_now(name: str, files: Sequence[Path], *, processes: int | None, at_least: int,
-                        whole: bool = True) -> bool:  # fmt: skip
+                        whole: bool = True) -> bool | None:  # fmt: skip
     """Start the decoder processes of GPU ``name`` (``"cuda:0"``) for a run of the video
     ``files`` now, in the background, where it is known now that the run will use them:
     ``processes`` asked for (that many, whatever the length), or ``processes`` ``None`` and MP4/MOV
     files of at least :data:`PROBE_BYTES` whose frames together reach ``at_least``, decoded
     ``whole`` (no start, end or frame limit), read from their indexes
     (:func:`~vidpipe.decode.mp4count.mp4_video_frames`, a millisecond or two): the default number,
-    their NVDEC sessions started for the longest file. ``False``: nothing started (not known that
-    way, too short, or ``processes`` 0). Never raises: a start that fails is logged by the pool."""
+    their NVDEC sessions started for the longest file. ``True``: started. ``False``: known not to
+    need them (``processes`` 0, files too small or too short). ``None``: not known at once (a file
+    without an MP4 index, or a run cut by its options): PyAV's lengths decide
+    (:func:`frames_together`). Never raises: a start that fails is logged by the pool."""
     from vidpipe.decode.mp4count import mp4_video_frames
     from vidpipe.decode.procpool import DEFAULT_PROCESSES, start_in_background
 
@@ -213,10 +215,12 @@ def start_processes_now(name: str, files: Sequence[Path], *, processes: int | No
     if processes:  # asked for: the decode starts them whatever the length
         start_in_background(name, processes, warm_for=str(files[0]))  # the children probe it
         return True
-    if not whole or not worth_probing(files):
+    if not worth_probing(files):
         return False
-    counts = [mp4_video_frames(p) for p in files]
-    if any(c is None for c in counts) or sum(counts) < at_least:  # type: ignore[arg-type]
+    counts = [mp4_video_frames(p) for p in files] if whole else [None]
+    if any(c is None for c in counts):
+        return None
+    if sum(counts) < at_least:  # type: ignore[arg-type]
         return False
     start_in_background(name, DEFAULT_PROCESSES, warm_for=str(files[counts.index(max(counts))]))
     return True

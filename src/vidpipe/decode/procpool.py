@@ -51,8 +51,8 @@ if TYPE_CHECKING:
     from vidpipe.decode.proclease import Lease
 
 __all__ = [
-    "DecoderProcessPool", "get_pool", "start_in_background", "is_starting", "close_pools", "close_pool", "Ring",
-    "DEFAULT_PROCESSES", "AUTO_START_FRAMES", "sessions_per_process",
+    "DecoderProcessPool", "get_pool", "start_in_background", "is_starting", "is_up", "close_pools", "close_pool",
+    "Ring", "DEFAULT_PROCESSES", "AUTO_START_FRAMES", "sessions_per_process",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -401,6 +401,13 @@ def is_starting(device: "torch.device | str") -> bool:
         return str(device) in _starting
 
 
+def is_up(device: "torch.device | str") -> bool:
+    """Whether a pool of ``device`` runs or is being started (:func:`start_in_background` then
+    starts none). Looks only: a broken pool counts, until :func:`get_pool` replaces it."""
+    with _pools_lock:
+        return str(device) in _starting or str(device) in _pools
+
+
 def start_in_background(device: "torch.device | str", processes: int, *, warm_for: str | None = None) -> bool:
     """Start ``processes`` decoder children for ``device`` from a thread of their own and return at
     once, so that their start (each child imports PyTorch and opens a CUDA context: seconds)
@@ -410,7 +417,7 @@ def start_in_background(device: "torch.device | str", processes: int, *, warm_fo
     A start that fails is logged (decoding then uses threads); it never raises here."""
     name = str(device)
     with _pools_lock:
-        if name in _starting or name in _pools:  # a broken pool is replaced by get_pool(start=True)
+        if name in _starting or name in _pools:  # is_up; a broken pool is replaced by get_pool(start=True)
             return False
         _register_exit()
         starting = _starting[name] = threading.Event()
