@@ -98,3 +98,44 @@ def test_a_failed_warm_up_stops_the_workers_started_before_it(make_clip, monkeyp
         next(iter(run))
     assert not [t for t in threading.enumerate() if t.name.startswith("vidpipe-src")], "a worker outlived its run"
     assert run.summary().sources[0].status in ("partial", "failed", "skipped")
+
+
+def test_the_files_scan_runs_during_the_capture_and_its_decoder_plans_from_it(make_clip, monkeypatch, caplog):
+    """The worker starts before the capture: the file's packet scan (host work) runs beside it,
+    the decode (CUDA work) after it, from that scan; the run's clock starts at the capture's end."""
+    import av
+
+    from vidpipe.decode import parallel, segments
+    from vidpipe.pipeline_infer import Inference
+
+    clip = make_clip(".mp4", frames=300, gop=30, width=1920, height=1080)
+    scans: list[tuple[str, float, float]] = []
+    captured: list[float] = []
+    scan_stream, accelerated = segments.scan_stream, Inference._accelerated
+
+    def timed_scan(source):
+        t0 = time.perf_counter()
+        try:
+            return scan_stream(source)
+        finally:
+            scans.append((threading.current_thread().name, t0, time.perf_counter()))
+
+    def capture(self):
+        runner = accelerated(self)
+        time.sleep(0.5)  # a longer capture: the scan ends inside it
+        captured.append(time.perf_counter())
+        return runner
+
+    monkeypatch.setattr(segments, "scan_stream", timed_scan)
+    monkeypatch.setattr(parallel, "scan_stream", timed_scan)
+    monkeypatch.setattr(Inference, "_accelerated", capture)
+    caplog.set_level(logging.WARNING, logger="vidpipe")
+    with vidpipe.detect(str(clip.path), device="cuda", decoder="nvdec") as run:
+        frames = [r.meta.index for r in run]
+    with av.open(str(clip.path)) as c:
+        expected = sum(1 for _ in c.decode(video=0))
+    assert frames == list(range(expected))
+    assert len(scans) == 1, "the decoder scanned the file again"
+    thread, _, scanned = scans[0]
+    assert thread == "vidpipe-src0" and scanned < captured[0] <= run.started_at
+    assert not [r for r in caplog.records if "running eagerly" in r.getMessage()]

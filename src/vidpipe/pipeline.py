@@ -134,6 +134,7 @@ class DetectionRun:
         self._slots = threading.Semaphore(config.max_open_sources)
         self._gpu_submit = threading.Lock()  # see SourceContext.gpu_submit
         self._warm = threading.Event()  # the GPU warm-up is over: see SourceContext.warm
+        self._gpu_free = threading.Event()  # the CUDA graph is captured: see SourceContext.gpu_free
         self._batcher = Batcher(config.batch_size, batch_timeout=config.live.batch_timeout, keep_alive=self.keep_alive)
         self.meters = Meters()
         self._started = False  # iteration began
@@ -190,7 +191,7 @@ class DetectionRun:
                 source, state, queue, detector=self.detector, config=self.config, stats=self.stats,
                 slots=self._slots, on_start=lambda st: self.meters.meter(st.stream_id).start(),
                 gpu_submit=self._gpu_submit, inputs=max(self._inputs_given, len(self.states)),
-                files_at_once=self._files_at_once(), warm=self._warm,
+                files_at_once=self._files_at_once(), warm=self._warm, gpu_free=self._gpu_free,
             )
             self._workers[state.stream_id] = worker
             if self._stop.is_set():
@@ -288,15 +289,19 @@ class DetectionRun:
     def _start(self) -> None:
         self._started = True
         self.memory.start()  # max_gpu_memory: the allocator's cap, before the CUDA graph is captured
-        # a run of files starts its workers once the CUDA graph is captured (_decodes_beside_warm_up)
+        # a run of files starts its workers before the CUDA graph's capture (their host work meanwhile),
+        # and their decode once it is captured (_decodes_beside_warm_up)
         nv12 = self._may_decode_nv12()
-        early = self._start_decode if self._decodes_beside_warm_up(nv12=nv12) else None
+        early = self._decodes_beside_warm_up(nv12=nv12)
         try:
-            self.infer.warm_up(nv12=nv12, captured=early)  # the clock starts warm: CUDA graph, cuDNN, kernels
+            if early:
+                self._start_workers()  # they wait for _gpu_free before any CUDA call
+            self.infer.warm_up(nv12=nv12, captured=self._start_decode if early else None)  # the clock starts warm
         except BaseException:
             self.close()  # workers started early stop with the run
             raise
         finally:
+            self._gpu_free.set()
             self._warm.set()
         t0 = time.perf_counter()
         self.stages.warm_up()  # and the stages' helper processes started (they began when made)
@@ -308,10 +313,12 @@ class DetectionRun:
         self._start_workers()
 
     def _start_decode(self) -> None:
-        """The workers start during the warm-up (:meth:`_decodes_beside_warm_up`), and the run's
-        clock with them: its seconds and rate count the decode from its start."""
+        """The workers decode during the warm-up, from the CUDA graph's capture on
+        (:meth:`_decodes_beside_warm_up`), and the run's clock starts with them: its seconds and
+        rate count the decode from its start (the files' probes and scans, made during the
+        capture, do not)."""
         self._start_clock()
-        self._start_workers()
+        self._gpu_free.set()
 
     def _start_clock(self) -> None:
         self.started_at = time.perf_counter()
@@ -324,11 +331,13 @@ class DetectionRun:
             w.start()  # once: a worker started before the warm-up is left as it is
 
     def _decodes_beside_warm_up(self, *, nv12: bool) -> bool:
-        """Whether the workers start during the GPU warm-up, once its CUDA graph is captured
-        (:meth:`Inference.warm_up`'s ``captured``): a run of video files on a GPU that NVDEC may
-        decode (``nv12``: :meth:`_may_decode_nv12`; the one short file ``auto`` reads with PyAV
-        starts after it, its CPU decode would slow the warm-up's thread for little). A file's worker
-        then opens it, starts its decoder's sessions and decodes ahead into its GPU buffers
+        """Whether the workers start before the GPU warm-up and decode during it, once its CUDA
+        graph is captured (:meth:`Inference.warm_up`'s ``captured``): a run of video files on a
+        GPU that NVDEC may decode (``nv12``: :meth:`_may_decode_nv12`; the one short file
+        ``auto`` reads with PyAV starts after it, its CPU decode would slow the warm-up's thread
+        for little). A file's worker probes and scans the file during the capture (host work,
+        :meth:`FileSource.prepare <vidpipe.sources.file.FileSource.prepare>`), then opens it,
+        starts its decoder's sessions and decodes ahead into its GPU buffers
         beside the rest of the warm-up (the model's first calls, NMS, the NV12 kernels), and
         preprocesses once the warm-up is over (:class:`~vidpipe.sources.base.SourceContext`'s
         ``warm``). Not with ``max_gpu_memory`` (the warm-up's memory is measured alone), nor for

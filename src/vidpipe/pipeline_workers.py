@@ -1,7 +1,9 @@
 """The worker thread of one source of a :class:`~vidpipe.pipeline.DetectionRun`.
 
 It waits for one of the run's ``max_open_sources`` slots (finite sources only: files and image
-folders; a live source starts at once and never holds a slot), runs the source's ``produce`` and
+folders; a live source starts at once and never holds a slot), where the run started it before
+its CUDA graph's capture runs the source's host work (``prepare``) and waits for the capture's
+end (``SourceContext.gpu_free``), then runs the source's ``produce`` and
 puts each chunk on the source's own queue, then records how the source ended in its
 :class:`~vidpipe.pipeline_config.SourceState`: ``ok`` (read to its end), ``partial`` (an error
 after some frames) or ``failed`` (an error before any). A removed source keeps ``removed``.
@@ -50,6 +52,7 @@ class SourceWorker:
         inputs: int = 1,
         files_at_once: int = 1,
         warm: threading.Event | None = None,
+        gpu_free: threading.Event | None = None,
     ) -> None:
         self.source = source
         self.state = state
@@ -59,7 +62,8 @@ class SourceWorker:
         self._slots = slots
         self._on_start = on_start
         self._ctx = SourceContext(detector=detector, config=config, stop=self.stop, stats=stats, gpu_submit=gpu_submit,
-                                  inputs=inputs, files_at_once=files_at_once, warm=warm)
+                                  inputs=inputs, files_at_once=files_at_once, warm=warm,
+                                  gpu_free=gpu_free)  # fmt: skip
         self.thread = threading.Thread(target=self._run, name=f"vidpipe-src{state.stream_id}", daemon=True)
 
     def start(self) -> None:
@@ -90,9 +94,26 @@ class SourceWorker:
             self.queue.finish()
             state.finished = True
 
+    def _ready_for_gpu(self) -> bool:
+        """Before the run's CUDA graph is captured (``gpu_free`` not set): the source's host
+        work (its ``prepare``, if it has one) meanwhile, then wait. ``False``: stopped first."""
+        free = self._ctx.gpu_free
+        if free is None or free.is_set():
+            return True
+        prepare = getattr(self.source, "prepare", None)
+        if prepare is not None:
+            try:
+                prepare(self.state, self._ctx)
+            except Exception:  # noqa: BLE001 - produce opens the input itself and reports what fails
+                logger.debug("%s: preparing failed", self.state.spec.name, exc_info=True)
+        while not free.wait(_POLL_S):
+            if self.stop.is_set():
+                return False
+        return True
+
     def _produce(self) -> None:
         state = self.state
-        if self.stop.is_set():
+        if not self._ready_for_gpu() or self.stop.is_set():
             return
         if state.status == "pending":
             state.status = "running"

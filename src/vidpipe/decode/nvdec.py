@@ -131,9 +131,10 @@ def check(info: StreamInfo, device: "torch.device") -> str | None:
     return stream_unsupported(info, lambda codec, chroma, bits: query_caps(gpu, codec, chroma, bits))
 
 
-def create(info: StreamInfo, *, device: "torch.device", options: DecodeOptions) -> "NvdecDecoder":
-    """Registry factory."""
-    return NvdecDecoder(info, device=device, options=options, fallback=options.cpu_fallback)
+def create(info: StreamInfo, *, device: "torch.device", options: DecodeOptions,
+           index: "StreamIndex | None" = None) -> "NvdecDecoder":  # fmt: skip
+    """Registry factory (``index``: the stream's scan, made already)."""
+    return NvdecDecoder(info, device=device, options=options, fallback=options.cpu_fallback, index=index)
 
 
 def default_workers(device: "torch.device | int", codec: str = "h264") -> int:

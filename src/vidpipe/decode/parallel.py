@@ -517,7 +517,7 @@ class PyAVParallelDecoder(SegmentParallelDecoder):
         options: frame selection.
         workers: concurrent decoders (default: one per 4 CPU cores, at least 2).
         threads: FFmpeg threads per decoder (default: the cores divided among the workers).
-        segment_frames, buffer_bytes, stream_id: as for :class:`SegmentParallelDecoder`.
+        segment_frames, buffer_bytes, stream_id, index: as for :class:`SegmentParallelDecoder`.
         processes: run the workers in this many decoder processes (0: threads here), batches
             in CPU shared memory (:mod:`vidpipe.decode.procrun`).
     """
@@ -537,6 +537,7 @@ class PyAVParallelDecoder(SegmentParallelDecoder):
         buffer_bytes: int = 1 << 30,
         stream_id: int | None = None,
         processes: int = 0,
+        index: "StreamIndex | None" = None,
     ) -> None:
         import torch
 
@@ -569,6 +570,7 @@ class PyAVParallelDecoder(SegmentParallelDecoder):
             segment_frames=segment_frames,
             buffer_bytes=buffer_bytes,
             stream_id=stream_id,
+            index=index,
         )
 
     def _process_pool(self, plan: DecodePlan) -> Any:

@@ -3,7 +3,8 @@
 A backend is a factory plus a ``check(info, device) -> str | None`` that returns ``None`` when the
 backend can decode that stream on that device, else a sentence saying why not. Built-in backends
 are listed by module path and imported on first use, so ``import vidpipe`` imports none of them;
-a built-in module defines ``check`` and ``create(info, *, device, options) -> Decoder``.
+a built-in module defines ``check`` and ``create(info, *, device, options) -> Decoder`` (and
+may take ``index``, a scan of the stream already made: :func:`open_decoder`).
 Adding a built-in backend is one line in :data:`_BUILTIN`.
 
 ``auto`` tries :data:`AUTO_ORDER` (hardware first, PyAV last) and takes the first whose check
@@ -13,8 +14,8 @@ passes; DALI runs only when asked for by name.
 from __future__ import annotations
 
 import dataclasses
-
 import importlib
+import inspect
 import logging
 import os
 import threading
@@ -28,6 +29,8 @@ from vidpipe.errors import BackendUnavailableError, ConfigError, GpuFallbackErro
 
 if TYPE_CHECKING:
     import torch
+
+    from vidpipe.decode.segments import StreamIndex
 
 __all__ = [
     "BackendChoice",
@@ -59,6 +62,15 @@ class _Backend:
     factory: FactoryFn
     check: CheckFn
     gpu: bool
+
+    @property
+    def plans_from_scan(self) -> bool:
+        """Whether ``factory`` takes ``index``: a scan of the stream already made
+        (:func:`~vidpipe.decode.segments.scan_stream`), which a segment decoder plans from."""
+        try:
+            return "index" in inspect.signature(self.factory).parameters
+        except (TypeError, ValueError):  # a callable without a signature
+            return False
 
 
 @dataclass(frozen=True)
@@ -260,8 +272,14 @@ def open_decoder(
     options: DecodeOptions | None = None,
     strict_gpu: bool = False,
     auto_short_files: bool = False,
+    index: "StreamIndex | None" = None,
 ) -> Decoder:
     """Probe ``source``, choose a backend and open it; ``decoder.choice`` says which and why.
+
+    ``index``: ``source``'s packet scan made already (:func:`~vidpipe.decode.segments.scan_stream`,
+    e.g. by a run while its CUDA graph is captured): a backend whose factory takes ``index`` (the
+    NVDEC decoder's segments) plans from it instead of reading the file's packets once more;
+    other backends ignore it.
 
     ``auto_short_files``: with ``decoder="auto"`` on a GPU, read a short file with PyAV where
     NVDEC's start would cost more than it gives back (:mod:`vidpipe.decode.auto_choice`): a
@@ -291,7 +309,8 @@ def open_decoder(
     options = options if options is not None else DecodeOptions()
     if strict_gpu and options.cpu_fallback:
         options = dataclasses.replace(options, cpu_fallback=False)
-    dec = backend.factory(info, device=dev, options=options)
+    scanned = {"index": index} if index is not None and backend.plans_from_scan else {}
+    dec = backend.factory(info, device=dev, options=options, **scanned)
     dec.choice = choice
     mirror = bool(info.extra.get("mirror"))
     if info.rotation or mirror:  # every backend delivers stored frames; turn them upright as ffmpeg does

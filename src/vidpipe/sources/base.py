@@ -57,6 +57,12 @@ class SourceContext:
     (:class:`~vidpipe.pipeline.DetectionRun`): a file source opens and decodes meanwhile, but
     preprocesses its first frames only once this is set (the warm-up compiles the same kernels).
     ``None``: nothing to wait for.
+
+    ``gpu_free``: set once the run's CUDA graph is captured (or at once where no capture runs).
+    Such a run starts its file workers before the capture: a source's ``prepare`` (host work
+    only: the file's probe and packet scan) runs beside it, and ``produce`` (its CUDA work)
+    only once this is set (:class:`~vidpipe.pipeline_workers.SourceWorker`). A CUDA call from
+    another thread during the capture would invalidate it. ``None``: not started early.
     """
 
     detector: "Detector"
@@ -67,6 +73,7 @@ class SourceContext:
     inputs: int = 1
     files_at_once: int = 1
     warm: "threading.Event | None" = None
+    gpu_free: "threading.Event | None" = None
 
 
 @runtime_checkable
@@ -78,7 +85,12 @@ class Source(Protocol):
     arrive on threads it already has (:class:`~vidpipe.sources.live_hub.ProcessLiveSource`) may
     also offer ``deliver(state, ctx, sink)``: the run then calls it instead, once, and it puts
     each chunk with ``sink.put(inp, ready, stop=...)`` (``False``: refused, the run is
-    stopping) and returns when the source ends, raising what ended it."""
+    stopping) and returns when the source ends, raising what ended it.
+
+    A source may also offer ``prepare(state, ctx)``: host work without any CUDA call (a file's
+    probe and packet scan) that the run may call before :meth:`produce`, while its CUDA graph is
+    being captured (``ctx.gpu_free`` not yet set). What it raises is logged at debug level and
+    left to :meth:`produce`, which opens the input itself and reports what fails."""
 
     spec: "SourceSpec"
 
