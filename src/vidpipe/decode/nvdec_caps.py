@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from vidpipe._capture_turns import driver_work
 from vidpipe.decode.base import StreamInfo
 
 if TYPE_CHECKING:
@@ -144,12 +145,13 @@ def query_caps(gpu: int, codec: str, chroma: str, bit_depth: int) -> DecoderCaps
         if member is None or chroma not in nvc.cudaVideoChromaFormat.__members__:
             caps = DecoderCaps(codec, chroma, bit_depth, False)
         else:
-            raw = nvc.GetDecoderCaps(
-                gpuid=gpu,
-                codec=getattr(nvc.cudaVideoCodec, member),
-                chromaformat=nvc.cudaVideoChromaFormat.__members__[chroma],
-                bitdepth=bit_depth,
-            )
+            with driver_work():  # not during a CUDA graph's capture, which it would invalidate
+                raw = nvc.GetDecoderCaps(
+                    gpuid=gpu,
+                    codec=getattr(nvc.cudaVideoCodec, member),
+                    chromaformat=nvc.cudaVideoChromaFormat.__members__[chroma],
+                    bitdepth=bit_depth,
+                )
             caps = DecoderCaps(
                 codec,
                 chroma,

@@ -27,6 +27,8 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
+from vidpipe._capture_turns import driver_work
+
 if TYPE_CHECKING:
     from vidpipe.decode.base import StreamInfo
 
@@ -103,11 +105,20 @@ def pool_sessions(info: "StreamInfo", gpu: int, count: int, *, stop: "threading.
     the failure stay pooled: the decode starts the rest)."""
     from vidpipe.decode.nvdec import NvdecSession, primed_sessions
 
-    primary_context(gpu)
+    with driver_work():  # each driver step of this thread: not during a CUDA graph's capture
+        primary_context(gpu)
     pooled = 0
-    for sess in primed_sessions(info, count, lambda: NvdecSession(info, gpu, stream=new_stream())):
-        sess.close()  # drained and healthy: into the pool
-        pooled += 1
-        if stop is not None and stop.is_set():
-            break
+    sessions = primed_sessions(info, count, lambda: NvdecSession(info, gpu, stream=new_stream()))
+    try:
+        while True:
+            with driver_work():
+                sess = next(sessions, None)  # one session's start (~50 ms)
+            if sess is None:
+                break
+            sess.close()  # drained and healthy: into the pool
+            pooled += 1
+            if stop is not None and stop.is_set():
+                break
+    finally:
+        sessions.close()
     return pooled

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from vidpipe._capture_turns import capturing
 from vidpipe._validate import check_choice
 from vidpipe.errors import ModelError
 from vidpipe.models.backends.batching import slice_raw
@@ -94,7 +95,8 @@ class _CapturedForward:
                 fn(self.static_in)
         torch.cuda.current_stream(example.device).wait_stream(side)
         self.graph = torch.cuda.CUDAGraph()
-        with torch.inference_mode(), torch.cuda.graph(self.graph):
+        # side threads' NVDEC driver calls wait (they would invalidate the capture)
+        with capturing(), torch.inference_mode(), torch.cuda.graph(self.graph):
             self.static_out = fn(self.static_in)
         self.batch = int(example.shape[0])
         self.partial = _leading_dims(self.static_out) == {self.batch}
