@@ -75,3 +75,31 @@ def test_a_capture_waits_for_a_hung_side_call_only_so_long(monkeypatch, caplog):
         pass
     with driver_work():
         pass
+
+
+def test_a_capture_past_its_wait_may_still_take_turns_inside_it(monkeypatch):
+    """The capture that went on without its turn holds nothing: a driver call of its own thread
+    inside it, or the hung side call's end, never waits for it."""
+    from vidpipe import _capture_turns
+
+    monkeypatch.setattr(_capture_turns, "CAPTURE_WAIT_S", 0.1)
+    held, release, ended = threading.Event(), threading.Event(), threading.Event()
+
+    def hung():
+        with driver_work():
+            held.set()
+            release.wait(5)
+        ended.set()
+
+    t = threading.Thread(target=hung)
+    t.start()
+    held.wait(5)
+    try:
+        with capturing():
+            release.set()
+            assert ended.wait(2), "the side call's end waited for the capture"
+            with driver_work():  # its own thread's driver call, inside
+                pass
+    finally:
+        release.set()
+        t.join()

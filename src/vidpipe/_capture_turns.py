@@ -53,6 +53,7 @@ class _Turns:
         with self._cond:
             if self._owner == me:
                 self._depth += 1
+                taken = True
             else:
                 self._captures_waiting += capture
                 try:
@@ -63,13 +64,16 @@ class _Turns:
                         self._cond.wait(left if capture else None)
                 finally:
                     self._captures_waiting -= capture
-                if self._owner is not None:  # a capture that waited CAPTURE_WAIT_S: without its turn
-                    logger.warning("a CUDA driver call of another thread has lasted %.0f s; capturing the CUDA "
-                                   "graph beside it", CAPTURE_WAIT_S)  # fmt: skip
-                    self._cond.notify_all()  # the side threads it held back go on
-                    yield
-                    return
-                self._owner, self._depth = me, 1
+                taken = self._owner is None
+                if taken:
+                    self._owner, self._depth = me, 1
+                else:  # a capture that waited CAPTURE_WAIT_S: it goes on without its turn
+                    self._cond.notify_all()  # and the side threads it held back go on too
+        if not taken:
+            logger.warning("a CUDA driver call of another thread has lasted %.0f s; capturing the CUDA graph "
+                           "beside it", CAPTURE_WAIT_S)  # fmt: skip
+            yield
+            return
         try:
             yield
         finally:

@@ -36,16 +36,18 @@ class FileSource:
         return f"FileSource({self.spec.name!r})"
 
     def prepare(self, state: "SourceState", ctx: "SourceContext") -> None:
-        """The file's probe and, where NVDEC may read it, its packet scan (the plan of its
-        segments): host work that a run of files on a GPU does while its CUDA graph is captured
+        """The file's probe and, where NVDEC may read it (a GPU run, a codec NVDEC knows), its
+        packet scan (the plan of its segments): host work that a run of files on a GPU does while its CUDA graph is captured
         (:class:`~vidpipe.sources.base.SourceContext`'s ``gpu_free``), kept for :meth:`produce`.
         Reading the packets of a 4,800-frame 1080p file takes 40-80 ms. A file that cannot be
         probed or scanned raises here: the run leaves it to :meth:`produce`, which reports it."""
-        from vidpipe.decode.probe import probe
+        from vidpipe.decode.nvdec_caps import NVDEC_CODECS, canonical_codec
+        from vidpipe.decode.probe import is_url, probe
         from vidpipe.decode.segments import scan_stream
 
         info = probe(self.spec.location)
-        nvdec = ctx.config.decoder in ("auto", "nvdec") and ctx.detector.device.type == "cuda"
+        nvdec = (ctx.config.decoder in ("auto", "nvdec") and ctx.detector.device.type == "cuda"
+                 and canonical_codec(info.codec) in NVDEC_CODECS and not is_url(info.location))  # fmt: skip
         self._prepared = (info, scan_stream(info.location) if nvdec else None)
 
     def produce(self, state: "SourceState", ctx: "SourceContext") -> Iterator["Chunk"]:
