@@ -22,12 +22,19 @@ def detector():
     return build_detector("yolov3-tiny", device="cuda")
 
 
+#: the side thread's pause between two driver calls. Back to back (no pause), its calls held the
+#: driver so much that the model's warm-up forwards beside them crawled (one capture took 62 s on
+#: an H200); with the pause the driver is still busy with them most of the time (a query takes
+#: about 0.2 s, a session start 50 ms), so without the turns a capture meets one
+PAUSE_S = 0.02
+
+
 def _uncached_queries(stop: threading.Event, done: list, errors: list) -> None:
     """Ask the driver for the H.264 capabilities again and again (the process's cache emptied
     before each), as a prewarm thread asks them once."""
     from vidpipe.decode import nvdec_caps
 
-    while not stop.is_set():
+    while not stop.wait(PAUSE_S):
         with nvdec_caps._caps_lock:
             nvdec_caps._caps_cache.clear()
         try:
@@ -41,7 +48,7 @@ def _uncached_queries(stop: threading.Event, done: list, errors: list) -> None:
 def _sessions_started(info, stop: threading.Event, done: list, errors: list) -> None:
     from vidpipe.decode.nvdec_early import pool_sessions
 
-    while not stop.is_set():
+    while not stop.wait(PAUSE_S):
         try:
             done.append(pool_sessions(info, 0, 1))
         except Exception as exc:  # noqa: BLE001 - the test reports it
