@@ -560,13 +560,18 @@ class NvdecDecoder(SegmentParallelDecoder):
         if n == 0 or self.workers < 2:
             return None
         if n is None:
+            if is_starting(self.device):
+                # processes starting in the background were started for this run (vidpipe
+                # detect's vidpipe.decode.prestart, from its own, lower length): the run starts
+                # with threads here and they join it once ready (vidpipe.decode.proclate)
+                from vidpipe.decode.proclate import LateLease
+
+                return LateLease(self.device, among=self.options.files_at_once, info=self.info,
+                                 sessions=self.workers, here=self._sessions(plan))  # fmt: skip
             # files decoding at once share the processes: their frames together (this one's as
             # the estimate of each) against the decoder-process crossover
             long = (plan.total or 0) * self.options.files_at_once >= AUTO_START_FRAMES
-            # processes starting in the background were started for this run (vidpipe detect's
-            # vidpipe.decode.prestart, from its own, lower length): waited for
-            pool = get_pool(self.device, None, start=False,
-                            wait_s=START_TIMEOUT if long or is_starting(self.device) else 0.0)  # fmt: skip
+            pool = get_pool(self.device, None, start=False, wait_s=START_TIMEOUT if long else 0.0)
             if pool is None and long and not is_starting(self.device):
                 try:
                     pool = get_pool(self.device, DEFAULT_PROCESSES, start=True)

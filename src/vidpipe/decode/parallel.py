@@ -365,10 +365,14 @@ class SegmentParallelDecoder(Decoder):
 
         self._pool = None
         self.processes_used = lease.size
-        logger.info(
-            "%s: %s decoding %s frames in %d segments with %d session(s) in %d processes",
-            self.info.source, self.name, plan.total, len(plan.segments), self.workers, lease.size,
-        )  # fmt: skip
+        if lease.size:
+            logger.info(
+                "%s: %s decoding %s frames in %d segments with %d session(s) in %d processes",
+                self.info.source, self.name, plan.total, len(plan.segments), self.workers, lease.size,
+            )  # fmt: skip
+        else:  # a LateLease: the processes are still starting
+            logger.info("%s: %s decoding %s frames in %d segments with %d session(s) here until the decoder processes "
+                        "are ready", self.info.source, self.name, plan.total, len(plan.segments), lease.here)  # fmt: skip
         try:
             yield from run_processes(self, plan, lease, self.process_kind, batch_size, window, self._process_settings())
         finally:
@@ -576,8 +580,13 @@ class PyAVParallelDecoder(SegmentParallelDecoder):
     def _process_pool(self, plan: DecodePlan) -> Any:
         if not self.processes or self.device.type != "cpu":
             return None
-        from vidpipe.decode.procpool import get_pool
+        from vidpipe.decode.procpool import get_pool, is_starting
 
+        if is_starting(self.buffer_device):  # started in the background: they join the run when ready
+            from vidpipe.decode.proclate import LateLease
+
+            return LateLease(self.buffer_device, among=self.options.files_at_once, info=None,
+                             sessions=self.workers, here=self._sessions(plan))  # fmt: skip
         pool = get_pool(self.buffer_device, self.processes, start=True)
         return pool.lease(among=self.options.files_at_once) if pool is not None else None
 

@@ -4,6 +4,10 @@ Segments go out in stream order, a few ahead per child; a dead child's segments 
 front of the line, with the positions it delivered, to be decoded again by another child (or by
 threads in the parent, :meth:`Dispatch.rest`). The end of the list is sent only once every
 segment is done.
+
+Threads in the parent that decode while the decoder processes still start (:data:`LOCAL`) take
+their segments one at a time from the same line (:meth:`Dispatch.take`), until the processes
+are there.
 """
 
 from __future__ import annotations
@@ -16,7 +20,11 @@ if TYPE_CHECKING:
     from vidpipe.decode.proclease import Lease
     from vidpipe.decode.segments import DecodePlan
 
-__all__ = ["Dispatch"]
+__all__ = ["Dispatch", "LOCAL"]
+
+#: the number of the parent's own threads in a run's messages and its dispatch (children are
+#: ``0, 1, ...``)
+LOCAL = -1
 
 
 class Dispatch:
@@ -25,26 +33,44 @@ class Dispatch:
     The end of the list is sent only once every segment is done: until then a child that dies
     can hand its segments to children still listening (:meth:`requeue`)."""
 
-    def __init__(self, lease: "Lease", plan: "DecodePlan", job: int) -> None:
+    def __init__(self, lease: "Lease | None", plan: "DecodePlan", job: int) -> None:
         self.lease = lease
         self.plan = plan
         self.job = job
         self.next = 0
         self.again: deque[tuple[int, tuple[int, ...]]] = deque()  # (segment, positions delivered)
-        self.inflight: list[set[int]] = [set() for _ in lease.conns]
+        # segments each child (and LOCAL: the parent's threads) has and has not finished
+        self.inflight: dict[int, set[int]] = {i: set() for i in range(len(lease.conns) if lease is not None else 0)}
+        self.inflight[LOCAL] = set()
         self.ended: set[int] = set()  # children sent the end of the list
         self.lock = threading.Lock()
 
-    def add_child(self) -> None:
+    def add_child(self, lease: "Lease | None" = None) -> None:
         """A child joined the lease (:meth:`~vidpipe.decode.proclease.Lease.grow`): the lease's
-        next position."""
+        next position. ``lease``: the first children of a run that started without any."""
         with self.lock:
-            self.inflight.append(set())
+            if lease is not None:
+                self.lease = lease
+            self.inflight[len(self.inflight) - 1] = set()  # (LOCAL is one of the keys)
 
     def left(self) -> int:
         """Segments not given to any child yet."""
         with self.lock:
             return len(self.plan.segments) - self.next + len(self.again)
+
+    def take(self, child: int = LOCAL) -> tuple[int, tuple[int, ...]] | None:
+        """The next segment for ``child`` to decode itself (the parent's threads: no message),
+        with the positions already delivered of a segment decoded again; ``None``: none left."""
+        with self.lock:
+            if self.again:
+                s, have = self.again.popleft()
+            elif self.next < len(self.plan.segments):
+                s, have = self.next, ()
+                self.next += 1
+            else:
+                return None
+            self.inflight[child].add(s)
+            return s, have
 
     def give(self, child: int) -> None:
         """Send child ``child`` the next segment (one to decode again first); the end of the
@@ -71,9 +97,9 @@ class Dispatch:
 
     def end_if_done(self) -> None:
         with self.lock:
-            if self.again or self.next < len(self.plan.segments) or any(self.inflight):
+            if self.again or self.next < len(self.plan.segments) or any(self.inflight.values()):
                 return
-            children = [i for i in range(len(self.inflight)) if i not in self.ended]
+            children = [i for i in self.inflight if i != LOCAL and i not in self.ended]
             self.ended.update(children)
         for i in children:
             self.lease.send(i, ("seg", self.job, None))

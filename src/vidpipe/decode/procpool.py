@@ -315,6 +315,21 @@ class DecoderProcessPool:
             self._rings[key] = ring
         return ring
 
+    def adopt_ring(self, ring: Ring, lease: "Lease") -> None:
+        """``ring`` was made before any child had it (a run that started in the parent's threads
+        while this pool started): it gets an id of this pool and is kept as :meth:`ring_for`'s
+        rings are (the rings ``lease``'s children held are dropped). Before it is sent to them
+        (:meth:`~vidpipe.decode.procring.Ring.join`)."""
+        key = (lease.children, tuple(ring.shape), ring.dtype, ring.slots, str(ring.device))
+        with self._lease_lock:
+            mine = set(lease.children)
+            old = [self._rings.pop(k) for k in list(self._rings) if mine & set(k[0])]
+            self._ring_ids += 1
+            ring.id = self._ring_ids
+            self._rings[key] = ring
+        for r in old:
+            r.release()
+
     def ring_joined(self, ring: Ring, children: tuple[int, ...]) -> None:
         """``ring`` is now shared with ``children`` too (a lease that grew): a later ring for any
         of them replaces it, as for the children it was made for."""

@@ -115,9 +115,13 @@ def recv_fds(conn: Any, n: int) -> list[int]:
 class Ring:
     """``slots`` batch buffers ``(B, *row)`` shared with the children of ``lease``; batch ``b``
     lives in slot ``b % slots``. On the CPU the slots lie in one anonymous shared-memory file (one descriptor
-    per process, whatever the slot count); a slot renewed later gets a file of its own."""
+    per process, whatever the slot count); a slot renewed later gets a file of its own.
 
-    def __init__(self, lease: "Lease", ident: int, shape: tuple[int, ...], dtype: "torch.dtype",
+    ``lease`` ``None``: a ring of a run that starts in the parent's threads while its decoder
+    processes still start (shared with nobody yet, id 0); the pool gives it an id once they
+    join (:meth:`~vidpipe.decode.procpool.DecoderProcessPool.adopt_ring`, then :meth:`join`)."""
+
+    def __init__(self, lease: "Lease | None", ident: int, shape: tuple[int, ...], dtype: "torch.dtype",
                  slots: int, device: "torch.device") -> None:  # fmt: skip
         self.lease = lease  # the children it is shared with
         self.id = ident
@@ -133,7 +137,8 @@ class Ring:
         try:
             self._base = [_use_count(t) for t in self.tensors]  # the ring's own references to each slot
             self._handles = [share_slot(t, o) for t, o in zip(self.tensors, offsets)]
-            lease.broadcast(("ring", ident, self._handles), () if fd is None else (fd,))
+            if lease is not None:
+                lease.broadcast(("ring", ident, self._handles), () if fd is None else (fd,))
         except BaseException:
             self._close_fds()
             raise
@@ -207,9 +212,11 @@ class Ring:
             if old is not None:
                 os.close(old)
             self._slot_fds[i] = fd  # (kept for a child that joins later)
-        self.lease.broadcast(("slot", self.id, i, share_slot(t)), () if fd is None else (fd,))
+        if self.lease is not None:
+            self.lease.broadcast(("slot", self.id, i, share_slot(t)), () if fd is None else (fd,))
 
     def release(self) -> None:
-        self.lease.broadcast(("drop", self.id))
+        if self.lease is not None:
+            self.lease.broadcast(("drop", self.id))
         self.tensors = []
         self._close_fds()

@@ -27,6 +27,12 @@ left, the remaining segments are decoded by threads in this process, into the sa
 of the segment list is sent only once every segment is done, so a child is never dropped with
 work another could take. Stopping early (the caller drops the generator, an error) stops every child's
 job and waits for it, so the ring is quiet before the next run uses it.
+
+A run whose decoder processes are still starting (a :class:`~vidpipe.decode.proclate.LateLease`)
+does not wait for them: it starts with threads in this process, which take the segments one at
+a time (each once its session is ready), into a ring made here. The consumer looks for the
+children at each step; once they are ready they get the ring, the job and what is freed, and the
+next segments, and the parent's threads take no more (they finish the ones they have).
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
 
 from vidpipe.decode.assemble import RowBatcher, Written
-from vidpipe.decode.procdispatch import Dispatch
+from vidpipe.decode.procdispatch import LOCAL, Dispatch
 from vidpipe.decode.procjob import ProcessJob
 from vidpipe.decode.procpool import sessions_per_process
 from vidpipe.decode.reorder import ReorderBuffer
@@ -49,6 +55,7 @@ from vidpipe.types import FrameBatch, FrameMeta
 
 if TYPE_CHECKING:
     from vidpipe.decode.segment_job import SegmentJob
+    from vidpipe.decode.proclate import LateLease
     from vidpipe.decode.proclease import Lease
     from vidpipe.decode.procring import Ring
     from vidpipe.decode.segments import DecodePlan
@@ -64,40 +71,55 @@ STOP_TIMEOUT = 30.0
 GROW_IDLE_S = 0.5
 #: ... and only with at least this many segments per child still to give out
 GROW_SEGMENTS = 4
-_LOCAL = -1  # the in-process fallback's number in messages (children are 0, 1, ...)
+_FALLBACK = -2  # the in-process fallback's number in messages (children are 0, 1, ...; LOCAL: the
+# parent's threads while the children start)
+#: seconds the receiver waits between looks while only the parent's threads decode (children
+#: that join are listened to from the next look)
+_HERE_POLL_S = 0.02
 _jobs = iter(range(1, 1 << 62))
 
 
 def run_processes(
-    dec: "SegmentJob", plan: "DecodePlan", lease: "Lease", kind: str,
+    dec: "SegmentJob", plan: "DecodePlan", lease: "Lease | LateLease", kind: str,
     batch_size: int, window: int, settings: dict[str, Any],
 ) -> Iterator[FrameBatch]:  # fmt: skip
     """Decode ``plan`` with the children of ``lease`` (its share of the decoder processes;
     ``dec.workers`` sessions spread over them) and yield its batches in order; see the module
     docstring. ``settings``: the backend's fields of
-    :class:`~vidpipe.decode.procjob.ProcessJob` (``device``, ``fallback``, ``threads``)."""
+    :class:`~vidpipe.decode.procjob.ProcessJob` (``device``, ``fallback``, ``threads``). A
+    :class:`~vidpipe.decode.proclate.LateLease`: start with ``late.here`` threads here until the
+    children are ready."""
 
     from vidpipe.decode.gpu_buffers import ring_with_backoff
+    from vidpipe.decode.proclate import LateLease
+    from vidpipe.decode.procring import Ring
 
+    late = lease if isinstance(lease, LateLease) else None
+    lease_: "Lease | None" = None if late is not None else lease  # type: ignore[assignment]
     shape, dtype, fmt = dec.row()
-    n = len(lease.conns)
+    n = len(lease_.conns) if lease_ is not None else 0
     slots = max(3, window // batch_size)
     asked = (batch_size, slots)
-    ring, batch_size = ring_with_backoff(
-        lambda b, k: lease.ring((b, *shape), dtype, k, dec.buffer_device), batch_size, slots, dec.frame_bytes(),
-        source=dec.info.source,
-    )  # fmt: skip
+
+    def new_ring(b: int, k: int) -> Ring:
+        if lease_ is not None:
+            return lease_.ring((b, *shape), dtype, k, dec.buffer_device)
+        return Ring(None, 0, (b, *shape), dtype, k, dec.buffer_device)  # shared once the children come
+
+    ring, batch_size = ring_with_backoff(new_ring, batch_size, slots, dec.frame_bytes(), source=dec.info.source)
     slots = ring.slots
     if (batch_size, slots) != asked:
         dec.note_backoff(batch_size, slots * batch_size)
     job = next(_jobs)
-    live = [i for i in range(n) if lease.alive[i]]
-    per = sessions_per_process(dec.workers, len(live))
+    lease = lease_
+    live = [i for i in range(n) if lease.alive[i]] if lease is not None else []
+    per = sessions_per_process(dec.workers, len(live)) if live else 0
     reorder: ReorderBuffer[Any] = ReorderBuffer(slots * batch_size, plan.total)
     dispatch = Dispatch(lease, plan, job)
     asm = _RingBatches(ring, batch_size, fmt, dec.info.color if fmt != "rgb" else None)
     counters: list[dict] = []
-    state: dict[str, Any] = {"done": set(), "dead": set(), "fail": None, "abandon": False}
+    # here: the parent's threads taking segments while the children start (late)
+    state: dict[str, Any] = {"done": set(), "dead": set(), "fail": None, "abandon": False, "here": late is not None}
     finished = threading.Event()
     state["freed"] = 0
     state["stop"] = False
@@ -109,19 +131,18 @@ def run_processes(
                           **settings)  # fmt: skip
 
     for i in live:
-        lease.send(i, ("job", job_of(per)))
+        lease.send(i, ("job", job_of(per)))  # type: ignore[union-attr]
     for _ in range(per + 1):
         for i in live:
             dispatch.give(i)
-    dec.note_workers(per * len(live))
     info, sid = dec.info, dec.stream_id
 
     def meta(index: int, sec: float | None) -> FrameMeta:
         return FrameMeta(info.source, sid, index, sec, info.height, info.width)
 
     got: set[int] = set()  # positions delivered (a dead child's segments are decoded again without them)
-    local: list[Any] = []  # the in-process fallback once every child is gone (a ChildJob here)
-    local_done = threading.Event()
+    here: dict[int, Any] = {}  # the parent's own jobs (ChildJob) by number: LOCAL, _FALLBACK
+    here_changed = threading.Event()  # one of them ended
 
     def handle(i: int, msg: tuple) -> None:
         kind_ = msg[0]
@@ -130,18 +151,36 @@ def run_processes(
             reorder.put_many([(p, Written(meta(ix, sec), i, None)) for p, ix, sec in msg[2]])
         elif kind_ == "seg":
             reorder.skip(msg[3], msg[4])
-            if i != _LOCAL:
+            if i >= 0:
                 dispatch.done(i, msg[2])
                 dispatch.give(i)
+            elif i == LOCAL:  # the children may be waiting for the end of the list
+                dispatch.done(i, msg[2])
+                dispatch.end_if_done()  # (the fallback's segments left the dispatch: rest())
         elif kind_ == "fail":
             state["fail"] = msg[2]
-            who = f"decoder process {i}" if i != _LOCAL else "the in-process fallback"
+            who = f"decoder process {i}" if i >= 0 else "the decoding threads of this process"
             reorder.fail(DecodeError(f"{info.source}: {who} failed: {msg[2]}"))
         elif kind_ == "done":
             counters.append(msg[2])
             state["done"].add(i)
-            if i == _LOCAL:
-                local_done.set()
+            if i < 0:
+                here_changed.set()
+
+    def take_here() -> tuple[int, tuple[int, ...]] | None:
+        """The next segment for the parent's threads while the children start (then none)."""
+        if not state["here"] or state["stop"]:
+            return None
+        return dispatch.take(LOCAL)
+
+    def here_running() -> bool:
+        return any(k not in state["done"] for k in here)
+
+    if late is not None:
+        here[LOCAL] = _run_here([], job_of(late.here), ring, handle, LOCAL, 0, take=take_here)
+        dec.note_workers(late.here)
+    else:
+        dec.note_workers(per * len(live))
 
     def lost(child: int) -> None:
         """``child`` died: its segments go to the children still running, or (none left) to
@@ -149,7 +188,7 @@ def run_processes(
         state["dead"].add(child)
         dec.note_process_lost()
         with stopping:  # not once the consumer stopped the run (nothing would free the ring)
-            if state["stop"] or lease.closing:  # nor when the pool's owner closes it (exit)
+            if state["stop"] or lease.closing:  # type: ignore[union-attr] # nor when the pool's owner closes it (exit)
                 return
             redo, kept = dispatch.requeue(child, got)
             where = _redo(redo)
@@ -158,7 +197,7 @@ def run_processes(
                         "had delivered are kept)", info.source, ", ".join(map(str, redo)), child, where, kept)  # fmt: skip
 
     def _redo(redo: list[int]) -> str:
-        others = [j for j in live if j not in state["dead"] and j not in state["done"] and lease.alive[j]]
+        others = [j for j in live if j not in state["dead"] and j not in state["done"] and lease.alive[j]]  # type: ignore[union-attr]
         if others:
             for k in range(len(redo)):
                 dispatch.give(others[k % len(others)])
@@ -169,25 +208,29 @@ def run_processes(
             # read yet: its segments come back when it is, and the fallback starts then with
             # all of them (started now, it would never see those)
             return "threads in this process once every decoder process is accounted for"
-        if not local:
-            local.append(_run_here(dispatch.rest(), job_of(dec.workers), ring, handle, _LOCAL, state["freed"]))
+        if _FALLBACK not in here:
+            here[_FALLBACK] = _run_here(dispatch.rest(), job_of(dec.workers), ring, handle, _FALLBACK, state["freed"])
         return "threads in this process"
 
     def receive() -> None:
         try:
             while not state["abandon"]:
-                conns = {lease.conns[i]: i for i in list(live)}  # (children may join: grow)
+                conns = {lease.conns[i]: i for i in list(live)}  # type: ignore[union-attr] # (children may join: grow)
                 waiting = [c for c, i in conns.items() if i not in state["done"] | state["dead"]]
                 if not waiting:
-                    if not local or local_done.wait(0.5):
-                        break
-                    continue
+                    if here_running():
+                        here_changed.wait(_HERE_POLL_S)
+                        here_changed.clear()
+                        continue
+                    if len(live) != len(conns):  # children joined the parent's threads meanwhile
+                        continue
+                    break
                 for conn in wait(waiting, timeout=0.25):  # (a child that joined is waited for from the next)
                     i = conns[conn]
                     try:
                         msg = conn.recv()
                     except (EOFError, OSError):
-                        lease.mark_dead(i)
+                        lease.mark_dead(i)  # type: ignore[union-attr]
                         lost(i)
                         continue
                     if msg[1] == job:  # else a late message of an earlier run
@@ -200,14 +243,47 @@ def run_processes(
             reorder.skip(0, plan.total)
             finished.set()
 
+    def join(first: "Lease") -> bool:
+        """The children started for this run are ready: they get the ring, the job, what is
+        freed and the next segments; the parent's threads take no more. ``False``: none of
+        them is alive (the threads go on)."""
+        nonlocal lease, per
+        joined = [i for i in range(len(first.conns)) if first.alive[i]]
+        if not joined:
+            return False
+        with stopping:
+            if state["stop"]:
+                return True
+            lease = first
+            first.pool.adopt_ring(ring, first)
+            ring.join(first, joined)
+            per = sessions_per_process(dec.workers, len(joined))
+            for i in range(len(first.conns)):
+                dispatch.add_child(first)
+            for i in joined:
+                first.send(i, ("job", job_of(per)))
+                first.send(i, ("free", job, state["freed"]))
+            live.extend(joined)  # before the threads stop: the receiver listens to them first
+            state["here"] = False
+            for _ in range(per + 1):
+                for i in joined:
+                    dispatch.give(i)
+        dec.note_workers(per * len(live))
+        dec.note_processes(len(live))
+        logger.info("%s: %d decoder process(es) joined after %d frames decoded here; the threads here finish their "
+                    "segments", info.source, len(live), len(got))  # fmt: skip
+        return True
+
     def grow() -> None:
         """Take children another file gave back (free for GROW_IDLE_S) while this plan has
         segments enough for them: each gets the ring, the job, what is freed, its segments."""
+        if lease is None:
+            return
         want = min(len(lease.pool.conns) - len(lease.children), dispatch.left() // GROW_SEGMENTS)
         if want < 1:
             return
         with stopping:  # not while a dead child's segments are handed out, nor once stopping
-            if state["stop"] or local:
+            if state["stop"] or _FALLBACK in here:
                 return
             joined = lease.grow(most=want, idle_s=GROW_IDLE_S)
             if not joined:
@@ -232,16 +308,23 @@ def run_processes(
     next_grow = time.monotonic() + GROW_IDLE_S
     try:
         while True:
+            if late is not None and state["here"]:
+                first = late.poll()
+                if first is not None and not join(first):
+                    late.release()  # every child died meanwhile: the threads here go on
+                    late = None
+                elif late.gone:
+                    late = None
             if time.monotonic() >= next_grow:
                 next_grow = time.monotonic() + GROW_IDLE_S / 2
                 grow()
             freed = asm.freed(reorder.next_position // batch_size)
             if freed > freed_sent:
                 for i in live:
-                    lease.send(i, ("free", job, freed))
+                    lease.send(i, ("free", job, freed))  # type: ignore[union-attr]
                 freed_sent = state["freed"] = freed
-            for here in local:  # the in-process fallback (started by the receiver at any time)
-                here.free(freed)
+            for job_here in list(here.values()):  # (the fallback may start in the receiver at any time)
+                job_here.free(freed)
             try:
                 run = reorder.get_ready(batch_size - reorder.next_position % batch_size, timeout=0.005)
             except TimeoutError:
@@ -265,17 +348,18 @@ def run_processes(
         locked = stopping.acquire(timeout=5)
         try:
             state["stop"] = True
-            for here in local:
-                here.cancel()
+            for job_here in list(here.values()):
+                job_here.cancel()
         finally:
             if locked:
                 stopping.release()
         for i in live:
-            lease.send(i, ("stop", job))
+            lease.send(i, ("stop", job))  # type: ignore[union-attr]
         if not finished.wait(STOP_TIMEOUT):
             logger.warning("decoder processes did not stop within %.0f s; closing them", STOP_TIMEOUT)
             state["abandon"] = True
-            lease.break_pool()
+            if lease is not None:
+                lease.break_pool()
         reorder.cancel()
         asm.drain()
         for c in counters:
@@ -291,22 +375,24 @@ def run_processes(
 
 
 def _run_here(segments: list[tuple[int, tuple[int, ...]]], work: ProcessJob, ring: "Ring", handle: Any,
-              ident: int, freed: int) -> Any:  # fmt: skip
+              ident: int, freed: int, *, take: Any = None) -> Any:  # fmt: skip
     """Decode ``segments`` (``(segment, positions already delivered)``) with threads in this
     process, into the same ring and with the same messages as a child (``handle(ident, msg)``):
-    the fallback once every decoder process is gone. Returns the running
+    the fallback once every decoder process is gone, or (``take``: where the threads get their
+    segments, one at a time) the threads that decode while the children start. Returns the running
     :class:`~vidpipe.decode.procworker.ChildJob` (``free``, ``cancel``)."""
     from vidpipe.decode.procworker import ChildJob
 
-    job = ChildJob(work, ring.tensors, lambda msg: handle(ident, msg))
+    job = ChildJob(work, ring.tensors, lambda msg: handle(ident, msg), take=take)
     job.free(freed)
     for s, have in segments:
         if have:
             job.redo(s, frozenset(have))
         else:
             job.segments.put(s)
-    for _ in range(work.sessions):
-        job.segments.put(None)
+    if take is None:
+        for _ in range(work.sessions):
+            job.segments.put(None)
     threading.Thread(target=job.run, name="vidpipe-phere", daemon=True).start()
     return job
 

@@ -49,7 +49,7 @@ class ChildJob:
     the parent) and the batch assembler (``write`` into the shared ring, ``seal``: synchronize
     the session's stream, so the rows are complete before the parent hears of them)."""
 
-    def __init__(self, spec: "ProcessJob", ring: list[Any], send: Any) -> None:
+    def __init__(self, spec: "ProcessJob", ring: list[Any], send: Any, *, take: Any = None) -> None:
         self.spec = spec
         self.id = spec.id
         self.ring = ring
@@ -60,6 +60,9 @@ class ChildJob:
         self.cancelled = False
         self.cond = threading.Condition()
         self.segments: queue.Queue[int | None] = queue.Queue()
+        # ``take() -> (segment, positions delivered) | None``: where the threads get their
+        # segments instead (the parent's threads of a run whose decoder processes still start)
+        self.take = take
         self.extra: list[threading.Thread] = []  # threads of segments decoded again (redo)
         self.dec = _decoder(spec)
 
@@ -151,8 +154,13 @@ class ChildJob:
         emit = Emitter(self, self, wid)
         try:
             while True:
+                if sessions[0] is None and self.take is not None:  # ready before it takes a segment
+                    sessions[0] = new_session(dec, max(0, wid), failures)  # (sessions start one at a time)
                 if only is not None:
                     s, have = only.pop() if only else (None, frozenset())
+                elif self.take is not None:
+                    s, have = self.take() or (None, ())
+                    have = frozenset(have)
                 else:
                     s, have = self.segments.get(), frozenset()
                 if s is None or self.cancelled:

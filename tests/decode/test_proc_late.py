@@ -1,0 +1,84 @@
+"""A run whose decoder processes are still starting (vidpipe.decode.proclate, procrun) starts with
+threads in this process and the children join it once they are ready; on the CPU with real
+child processes (PyAV into CPU shared memory), every frame compared with the single-process
+PyAV backend. The same run with NVDEC: tests/decode/test_proc_late_gpu.py."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+import torch
+
+from vidpipe.decode.base import DecodeOptions
+from vidpipe.decode.parallel import PyAVParallelDecoder
+from vidpipe.decode.procpool import close_pools, is_starting, start_in_background
+from vidpipe.decode.pyav import PyAVDecoder
+
+
+@pytest.fixture(autouse=True)
+def _no_pool():
+    close_pools()
+    yield
+    close_pools()
+
+
+def reference(path):
+    dec = PyAVDecoder(str(path), options=DecodeOptions())
+    return [(m.index, m.pts, b.data[i].clone()) for b in dec.batches(8) for i, m in enumerate(b.frames)]
+
+
+def same(a, b):
+    return len(a) == len(b) and all(
+        x[0] == y[0] and x[1] == pytest.approx(y[1], abs=1e-9) and torch.equal(x[2], y[2]) for x, y in zip(a, b)
+    )
+
+
+def decoder(path):
+    # a window of two batches: the threads decode only as far as the consumer has taken
+    return PyAVParallelDecoder(str(path), workers=3, segment_frames=10, processes=2, buffer_bytes=1)
+
+
+def test_the_children_join_a_run_that_started_without_them(make_clip, caplog):
+    clip = make_clip(".mp4", frames=120, gop=10, bframes=2, width=160, height=96)
+    assert start_in_background("cpu", 2)
+    dec = decoder(clip.path)
+    got = []
+    with caplog.at_level(logging.INFO, logger="vidpipe.decode"):
+        for n, b in enumerate(dec.batches(8)):
+            got.extend((m.index, m.pts, b.data[i].clone()) for i, m in enumerate(b.frames))
+            if n == 0:  # the children start (import PyTorch) while the threads here decode the start
+                deadline = time.monotonic() + 120
+                while is_starting("cpu") and time.monotonic() < deadline:
+                    time.sleep(0.05)
+    assert same(got, reference(clip.path))
+    assert any("until the decoder processes are ready" in r.getMessage() for r in caplog.records)
+    stats = dec.stats()
+    assert stats["processes"] == 2 and not dec.partial and stats["frames_missing"] == 0
+    joined = [r.getMessage() for r in caplog.records if "joined after" in r.getMessage()]
+    assert len(joined) == 1, joined
+    here = int(joined[0].split("joined after ")[1].split()[0])
+    assert 1 <= here < 120  # the first frames came from the threads here, the rest from the children
+
+
+def test_a_pool_that_never_comes_leaves_the_run_to_the_threads(make_clip, caplog):
+    clip = make_clip(".mp4", frames=60, gop=10, width=160, height=96)
+
+    class CloseWhenStarted(logging.Handler):  # the run has started here: drop the pool still starting
+        def emit(self, record):
+            if "until the decoder processes are ready" in record.getMessage():
+                close_pools()  # (a pool dropped while starting closes itself once up)
+
+    closer = CloseWhenStarted()
+    logging.getLogger("vidpipe.decode.parallel").addHandler(closer)
+    try:
+        assert start_in_background("cpu", 2)
+        dec = decoder(clip.path)
+        with caplog.at_level(logging.INFO, logger="vidpipe.decode"):
+            got = [(m.index, m.pts, b.data[i].clone()) for b in dec.batches(8) for i, m in enumerate(b.frames)]
+    finally:
+        logging.getLogger("vidpipe.decode.parallel").removeHandler(closer)
+    assert same(got, reference(clip.path))
+    assert dec.stats()["processes"] == 0 and not dec.partial
+    assert any("decoding on with threads" in r.getMessage() for r in caplog.records)
