@@ -51,10 +51,11 @@ MAX_COPIES = 256
 #: seconds over the floor the command may take (issue 10: ``bikes.mp4`` within floor + 2 s)
 STARTUP_TARGET_S = 2.0
 COLUMNS = ["input", "peer", "wall_s", "over_floor_s", "first_result_s", "warmup_s", "run_s", "rate_fps", "frames",
-           "decoder", "decoder_processes", "runs_s"]
+           "decoder", "decoder_processes", "runs_s", "runs_fps"]
 HEADERS = {"wall_s": "wall s (median)", "over_floor_s": "over the floor s", "first_result_s": "first result s",
            "warmup_s": "GPU warm-up s", "run_s": "run s", "rate_fps": "frames/s (summary)",
-           "decoder_processes": "decoder processes", "runs_s": "each run's wall s"}
+           "decoder_processes": "decoder processes", "runs_s": "each run's wall s",
+           "runs_fps": "each run's frames/s"}
 
 
 #: ``vidpipe.detect`` from a script, as the README's quick start: argv = summary file, device,
@@ -223,7 +224,8 @@ def _series_row(name: str, processes: int | None, series: list[dict[str, Any]], 
             "rate_fps": _median(rates), "frames": series[-1]["summary"].get("frames"),
             "detections": series[-1]["summary"].get("detections"), "decoder": ",".join(decoders),
             "decoder_processes": "/".join(str(p) for p in procs),
-            "runs_s": " / ".join(f"{r['wall']:.2f}" for r in series), "note": note}
+            "runs_s": " / ".join(f"{r['wall']:.2f}" for r in series),
+            "runs_fps": " / ".join(f"{r['summary'].get('fps') or 0:,.0f}" for r in series), "note": note}
 
 
 def _series_targets(row: dict, bench_fps: float | None) -> dict:
