@@ -146,6 +146,13 @@ class Inference:
         if captured is not None:
             captured()
         self._forward = self._oom_guarded(self._runner)
+        # the NV12 kernels in a thread beside the detector's first calls (both mostly load code
+        # onto the GPU, and release the GIL there): the run's first batch waits for both
+        side = None
+        if nv12:
+            side = threading.Thread(target=_warm_preprocessing, args=(self.device, self.detector),
+                                    name="vidpipe-nv12-warm-up", daemon=True)  # fmt: skip
+            side.start()
         try:
             self._runner.warmup(self.batch_size)
         except Exception as exc:  # noqa: BLE001 - out of memory: the first batches back off instead
@@ -159,8 +166,9 @@ class Inference:
             torch.cuda.empty_cache()
             logger.warning("warm-up at batch %d ran out of GPU memory; the model backs off on the first batches",
                            self.batch_size)  # fmt: skip
-        if nv12:
-            _warm_preprocessing(self.device, self.detector)
+        finally:
+            if side is not None:
+                side.join()
         self.warmup_s = time.perf_counter() - t0
 
     @staticmethod
