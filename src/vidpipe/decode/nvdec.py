@@ -442,7 +442,9 @@ class NvdecDecoder(SegmentParallelDecoder):
             (:func:`warm_sessions` with ``processes``, or an earlier long file) or being started
             for this run (``vidpipe detect`` and ``vidpipe.detect`` start them at their start
             for shorter files:
-            :data:`~vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES`), start them for
+            :data:`~vidpipe.decode.prestart.COMMAND_PROCESS_FRAMES`; still starting, the decode
+            begins with threads here and they join it once ready:
+            :mod:`vidpipe.decode.proclate`), start them for
             :data:`AUTO_START_FRAMES` frames or more (this file's frames times
             ``options.files_at_once``: files decoding at once share the processes, each taking
             its share of them), else threads.

@@ -15,8 +15,9 @@ PyAV's lengths in a thread: :func:`frames_together`); a file whose length is not
 them when its decode begins, which then waits for them, and so only from
 :data:`~vidpipe.decode.procpool.AUTO_START_FRAMES` frames. Started here, the children start while
 the command does, each starting its share of the file's NVDEC sessions before it imports PyTorch
-(``warm_for``, :class:`~vidpipe.decode.procpool.DecoderProcessPool`), and the decode waits for
-them. Since the children start their sessions first (session 24) they are ready before the
+(``warm_for``, :class:`~vidpipe.decode.procpool.DecoderProcessPool`); a decode that begins
+before they are ready starts with threads and they join it (:mod:`vidpipe.decode.proclate`).
+Since the children start their sessions first (session 24) they are mostly ready before the
 command's decode plan, and they win from much shorter files: on an H200, 1080p H.264 street
 footage, ``vidpipe bench startup --lengths 4800,9000 --decoder-processes 0,4`` (medians of 3):
 4,800 frames 6.50 s against 6.87 s with threads, at 0.90x ``bench e2e``'s rate against 0.67x;

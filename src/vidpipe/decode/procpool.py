@@ -15,8 +15,8 @@ pooled sessions. Decodes take its children in disjoint leases (:meth:`DecoderPro
 ``ceil(processes / files at once)``, ``DecodeOptions.files_at_once``), and a decode that finds no
 child free uses threads. :func:`start_in_background` starts a pool from a
 thread of its own (``vidpipe detect`` does, beside its own start: :mod:`vidpipe.decode.prestart`);
-a decode that finds it starting waits for it or decodes with threads (``wait_s`` of
-:func:`get_pool`). Children are plain subprocesses, not ``multiprocessing`` workers, so a user's
+a decode that finds it starting begins with threads and the children join it once ready
+(:class:`~vidpipe.decode.proclate.LateLease`), or waits for it (``wait_s`` of :func:`get_pool`). Children are plain subprocesses, not ``multiprocessing`` workers, so a user's
 script is never re-imported.
 
 Nothing of a pool has a name another run could collide with or that a killed parent leaves
@@ -427,7 +427,9 @@ def start_in_background(device: "torch.device | str", processes: int, *, warm_fo
     """Start ``processes`` decoder children for ``device`` from a thread of their own and return at
     once, so that their start (each child imports PyTorch and opens a CUDA context: seconds)
     overlaps the caller's; a decode that finds the pool ready uses it, one that finds it starting
-    waits for it or not (:func:`get_pool`'s ``wait_s``); ``warm_for``: see :class:`DecoderProcessPool`.
+    begins with threads and the children join it once ready
+    (:class:`~vidpipe.decode.proclate.LateLease`), or waits for it (:func:`get_pool`'s
+    ``wait_s``); ``warm_for``: see :class:`DecoderProcessPool`.
     ``False``: a pool runs or starts already.
     A start that fails is logged (decoding then uses threads); it never raises here."""
     name = str(device)

@@ -6,11 +6,13 @@ their start costs seconds) or with NVDEC sessions in threads of this process, wh
 with the model's run; the processes, once started, serve the process's later calls. A script that
 calls :func:`vidpipe.detect` on many shorter files pays the threads' rate on every call.
 :func:`decoder_service` starts the processes for a block of calls, in the background
-(the first call waits for them), and stops them after it. Measured on an H200 (a 4,800-frame 1080p
+(a call that begins before they are ready decodes with threads until they join it:
+:mod:`vidpipe.decode.proclate`), and stops them after it. Measured on an H200 (a 4,800-frame 1080p
 street clip, four calls in one process, ``docs/bench/h200/command-processes``): calls after the
 first ran at 3,782-4,035 frames/s in the block against 2,544-3,062 with threads, 1.31-1.40 s a call
 against 1.65-2.06 s; the first call waited 3-4 s for the processes (6.8-7.7 s against 3.7 s), so
-four such calls took 11.6-12.5 s against 8.9-9.4 s. The processes pay for their start after about
+four such calls took 11.6-12.5 s against 8.9-9.4 s (measured before a first call decoded with
+threads while they start). The processes pay for their start after about
 40,000 frames of calls::
 
     with vidpipe.decoder_service():
@@ -60,8 +62,8 @@ def decoder_service(processes: int | None = None, *, device: str = "auto",
     ``with`` block.
 
     They start in a thread and the ``with`` statement returns at once: each child imports PyTorch
-    and opens a CUDA context (seconds; the first decode waits for them, up to
-    :data:`~vidpipe.decode.procpool.START_TIMEOUT`). ``warm_for``: a video like the ones to come;
+    and opens a CUDA context (seconds; a decode meanwhile starts with threads, and they join it
+    once ready: :mod:`vidpipe.decode.proclate`). ``warm_for``: a video like the ones to come;
     each child starts its share of that kind of stream's NVDEC sessions as it starts, instead of at
     the first decode. At the block's end they stop (and are waited for), unless a decode still
     uses them (a run left open): they then stop with this process.
