@@ -131,7 +131,10 @@ class Inference:
         Triton's cache too, 0.7 s of it Triton's key of its installation: :mod:`vidpipe.prewarm`
         computes that beside the model's load now (the warm-up went from 1.55-1.76 s to
         0.82-1.06 s). A run of PyAV sources skips them; an NVDEC run that compiled them at its
-        first batch instead took 1 s longer (its decode threads and the compile contend).
+        first batch instead took 1 s longer (its decode threads and the compile contend). They
+        warm up in a thread beside the detector's first calls (model, head, NMS): on an H200 the
+        model's first launch then came 0.34-0.47 s after the run's clock started, against
+        0.45-0.73 s one after the other (``docs/bench/h200/late-children``).
 
         ``captured``: called once the CUDA graph is captured (or found captured), before the
         rest of the warm-up: the run starts its file workers there, whose decode must not
