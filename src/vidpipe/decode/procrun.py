@@ -95,15 +95,16 @@ def run_processes(
     from vidpipe.decode.procring import Ring
 
     late = lease if isinstance(lease, LateLease) else None
-    lease_: "Lease | None" = None if late is not None else lease  # type: ignore[assignment]
+    if late is not None:  # no child yet: they join once ready (join)
+        lease = None
     shape, dtype, fmt = dec.row()
-    n = len(lease_.conns) if lease_ is not None else 0
+    n = len(lease.conns) if lease is not None else 0
     slots = max(3, window // batch_size)
     asked = (batch_size, slots)
 
     def new_ring(b: int, k: int) -> Ring:
-        if lease_ is not None:
-            return lease_.ring((b, *shape), dtype, k, dec.buffer_device)
+        if lease is not None:
+            return lease.ring((b, *shape), dtype, k, dec.buffer_device)
         return Ring(None, 0, (b, *shape), dtype, k, dec.buffer_device)  # shared once the children come
 
     ring, batch_size = ring_with_backoff(new_ring, batch_size, slots, dec.frame_bytes(), source=dec.info.source)
@@ -111,7 +112,6 @@ def run_processes(
     if (batch_size, slots) != asked:
         dec.note_backoff(batch_size, slots * batch_size)
     job = next(_jobs)
-    lease = lease_
     live = [i for i in range(n) if lease.alive[i]] if lease is not None else []
     per = sessions_per_process(dec.workers, len(live)) if live else 0
     reorder: ReorderBuffer[Any] = ReorderBuffer(slots * batch_size, plan.total)
@@ -131,7 +131,7 @@ def run_processes(
                           **settings)  # fmt: skip
 
     for i in live:
-        lease.send(i, ("job", job_of(per)))  # type: ignore[union-attr]
+        lease.send(i, ("job", job_of(per)))
     for _ in range(per + 1):
         for i in live:
             dispatch.give(i)
@@ -188,7 +188,7 @@ def run_processes(
         state["dead"].add(child)
         dec.note_process_lost()
         with stopping:  # not once the consumer stopped the run (nothing would free the ring)
-            if state["stop"] or lease.closing:  # type: ignore[union-attr] # nor when the pool's owner closes it (exit)
+            if state["stop"] or lease.closing:  # nor when the pool's owner closes it (exit)
                 return
             redo, kept = dispatch.requeue(child, got)
             where = _redo(redo)
@@ -197,7 +197,7 @@ def run_processes(
                         "had delivered are kept)", info.source, ", ".join(map(str, redo)), child, where, kept)  # fmt: skip
 
     def _redo(redo: list[int]) -> str:
-        others = [j for j in live if j not in state["dead"] and j not in state["done"] and lease.alive[j]]  # type: ignore[union-attr]
+        others = [j for j in live if j not in state["dead"] and j not in state["done"] and lease.alive[j]]
         if others:
             for k in range(len(redo)):
                 dispatch.give(others[k % len(others)])
@@ -215,7 +215,7 @@ def run_processes(
     def receive() -> None:
         try:
             while not state["abandon"]:
-                conns = {lease.conns[i]: i for i in list(live)}  # type: ignore[union-attr] # (children may join: grow)
+                conns = {lease.conns[i]: i for i in list(live)}  # (children may join: grow)
                 waiting = [c for c, i in conns.items() if i not in state["done"] | state["dead"]]
                 if not waiting:
                     if here_running():
@@ -230,7 +230,7 @@ def run_processes(
                     try:
                         msg = conn.recv()
                     except (EOFError, OSError):
-                        lease.mark_dead(i)  # type: ignore[union-attr]
+                        lease.mark_dead(i)
                         lost(i)
                         continue
                     if msg[1] == job:  # else a late message of an earlier run
@@ -321,7 +321,7 @@ def run_processes(
             freed = asm.freed(reorder.next_position // batch_size)
             if freed > freed_sent:
                 for i in live:
-                    lease.send(i, ("free", job, freed))  # type: ignore[union-attr]
+                    lease.send(i, ("free", job, freed))
                 freed_sent = state["freed"] = freed
             for job_here in list(here.values()):  # (the fallback may start in the receiver at any time)
                 job_here.free(freed)
@@ -354,7 +354,7 @@ def run_processes(
             if locked:
                 stopping.release()
         for i in live:
-            lease.send(i, ("stop", job))  # type: ignore[union-attr]
+            lease.send(i, ("stop", job))
         if not finished.wait(STOP_TIMEOUT):
             logger.warning("decoder processes did not stop within %.0f s; closing them", STOP_TIMEOUT)
             state["abandon"] = True
