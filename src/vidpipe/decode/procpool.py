@@ -16,7 +16,8 @@ pooled sessions. Decodes take its children in disjoint leases (:meth:`DecoderPro
 child free uses threads. :func:`start_in_background` starts a pool from a
 thread of its own (``vidpipe detect`` does, beside its own start: :mod:`vidpipe.decode.prestart`);
 a decode that finds it starting begins with threads and the children join it once ready
-(:class:`~vidpipe.decode.proclate.LateLease`), or waits for it (``wait_s`` of :func:`get_pool`). Children are plain subprocesses, not ``multiprocessing`` workers, so a user's
+(:class:`~vidpipe.decode.proclate.LateLease`), or waits for it (``wait_s`` of :func:`get_pool`).
+Children are plain subprocesses, not ``multiprocessing`` workers, so a user's
 script is never re-imported.
 
 Nothing of a pool has a name another run could collide with or that a killed parent leaves
@@ -304,10 +305,7 @@ class DecoderProcessPool:
             ring = self._rings.get(key)
             if ring is not None:
                 return ring
-            mine = set(lease.children)
-            old = [self._rings.pop(k) for k in list(self._rings) if mine & set(k[0])]
-            self._ring_ids += 1
-            ident = self._ring_ids
+            ident, old = self._new_ring_id(lease)
         for r in old:
             r.release()
         ring = Ring(lease, ident, tuple(shape), dtype, slots, device)
@@ -322,13 +320,18 @@ class DecoderProcessPool:
         (:meth:`~vidpipe.decode.procring.Ring.join`)."""
         key = (lease.children, tuple(ring.shape), ring.dtype, ring.slots, str(ring.device))
         with self._lease_lock:
-            mine = set(lease.children)
-            old = [self._rings.pop(k) for k in list(self._rings) if mine & set(k[0])]
-            self._ring_ids += 1
-            ring.id = self._ring_ids
+            ring.id, old = self._new_ring_id(lease)
             self._rings[key] = ring
         for r in old:
             r.release()
+
+    def _new_ring_id(self, lease: "Lease") -> tuple[int, list[Ring]]:
+        """A new ring id for ``lease``'s children, and the rings any of them hold, taken out (their
+        decodes are over; the caller releases them once it no longer holds ``_lease_lock``)."""
+        mine = set(lease.children)
+        old = [self._rings.pop(k) for k in list(self._rings) if mine & set(k[0])]
+        self._ring_ids += 1
+        return self._ring_ids, old
 
     def ring_joined(self, ring: Ring, children: tuple[int, ...]) -> None:
         """``ring`` is now shared with ``children`` too (a lease that grew): a later ring for any
