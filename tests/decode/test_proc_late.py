@@ -82,3 +82,29 @@ def test_a_pool_that_never_comes_leaves_the_run_to_the_threads(make_clip, caplog
     assert same(got, reference(clip.path))
     assert dec.stats()["processes"] == 0 and not dec.partial
     assert any("decoding on with threads" in r.getMessage() for r in caplog.records)
+
+
+def test_children_that_die_as_they_join_lose_no_frame(make_clip, caplog):
+    """Both children are killed once the pool is ready, before the run has looked for them: the
+    run takes them anyway (nothing has noticed yet), finds them gone, and decodes the rest here."""
+    import os
+    import signal
+
+    from vidpipe.decode.procpool import get_pool
+
+    clip = make_clip(".mp4", frames=120, gop=10, bframes=2, width=160, height=96)
+    assert start_in_background("cpu", 2)
+    dec = decoder(clip.path)
+    got = []
+    for n, b in enumerate(dec.batches(8)):
+        got.extend((m.index, m.pts, b.data[i].clone()) for i, m in enumerate(b.frames))
+        if n == 0:
+            deadline = time.monotonic() + 120
+            while is_starting("cpu") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            pool = get_pool("cpu", None, start=False)
+            for p in pool.procs:
+                os.kill(p.pid, signal.SIGKILL)
+                p.wait(timeout=30)
+    assert same(got, reference(clip.path))
+    assert not dec.partial and dec.stats()["frames_missing"] == 0
