@@ -118,8 +118,9 @@ def run_processes(
     dispatch = Dispatch(lease, plan, job)
     asm = _RingBatches(ring, batch_size, fmt, dec.info.color if fmt != "rgb" else None)
     counters: list[dict] = []
-    # here: the parent's threads taking segments while the children start (late)
-    state: dict[str, Any] = {"done": set(), "dead": set(), "fail": None, "abandon": False, "here": late is not None}
+    # threads_take: the parent's threads take segments (while the children start: late)
+    state: dict[str, Any] = {"done": set(), "dead": set(), "fail": None, "abandon": False,
+                             "threads_take": late is not None}  # fmt: skip
     finished = threading.Event()
     state["freed"] = 0
     state["stop"] = False
@@ -169,7 +170,7 @@ def run_processes(
 
     def take_here() -> tuple[int, tuple[int, ...]] | None:
         """The next segment for the parent's threads while the children start (then none)."""
-        if not state["here"] or state["stop"]:
+        if not state["threads_take"] or state["stop"]:
             return None
         return dispatch.take(LOCAL)
 
@@ -264,7 +265,7 @@ def run_processes(
                 first.send(i, ("job", job_of(per)))
                 first.send(i, ("free", job, state["freed"]))
             live.extend(joined)  # before the threads stop: the receiver listens to them first
-            state["here"] = False
+            state["threads_take"] = False
             for _ in range(per + 1):
                 for i in joined:
                     dispatch.give(i)
@@ -308,7 +309,7 @@ def run_processes(
     next_grow = time.monotonic() + GROW_IDLE_S
     try:
         while True:
-            if late is not None and state["here"]:
+            if late is not None and state["threads_take"]:
                 first = late.poll()
                 if first is not None and not join(first):
                     late.release()  # every child died meanwhile: the threads here go on
