@@ -462,3 +462,30 @@ def test_a_run_of_several_files_shares_the_processes_among_them(make_clip, monke
     assert seen == [2, 2, 2]
     assert [s.extra.get("decoder_processes") for s in summary.sources] == [1, 1, 1]
     assert got == want  # the same pixels: the same detections, frame by frame
+
+
+@pytest.mark.parametrize("processes", [0, 2], ids=["threads", "processes"])
+def test_frames_lost_inside_a_segment_longer_than_the_window_do_not_stall_it(make_clip, tmp_path, processes):
+    """Frames lost in the middle of a segment longer than the decode window (a GOP longer than
+    the ring): the consumer waits for one of them while the segment's worker waits for room past
+    them. The worker now marks them missing then, instead of at the segment's end it never
+    reached (a deadlock before). The frames kept are PyAV's (numbers and timestamps) and, pixel
+    for pixel, those of the same decode with a window that holds the whole file (after damage,
+    a decoder started at a keyframe conceals errors differently from PyAV's continuous one)."""
+    import threading
+
+    clip = make_clip(".mp4", frames=200, gop=50, width=160, height=96)
+    bad = corrupt_middle(clip.path, dst=tmp_path / "bad.mp4")
+    dec = PyAVParallelDecoder(str(bad), workers=3, segment_frames=10, processes=processes, buffer_bytes=1)
+    out: list = []
+    t = threading.Thread(target=lambda: out.extend(frames(dec)), daemon=True)
+    t.start()
+    t.join(120)
+    if t.is_alive():
+        dec.close()
+        pytest.fail("the decode stalled")
+    ref = reference(bad)
+    assert len(ref) < 200  # frames were lost
+    assert [(i, round(t, 6)) for i, t, _ in out] == [(i, round(t, 6)) for i, t, _ in ref]
+    assert same(out, frames(PyAVParallelDecoder(str(bad), workers=3, segment_frames=10)))
+    assert dec.partial and dec.stats()["frames_missing"] == 200 - len(ref)

@@ -150,6 +150,8 @@ def run_processes(
         if kind_ == "frames":
             got.update(p for p, _, _ in msg[2])
             reorder.put_many([(p, Written(meta(ix, sec), i, None)) for p, ix, sec in msg[2]])
+        elif kind_ == "gap":  # frames of a damaged segment that will not come (before its end)
+            reorder.skip(msg[2], msg[3])
         elif kind_ == "seg":
             reorder.skip(msg[3], msg[4])
             if i >= 0:

@@ -97,6 +97,10 @@ class ChildJob:
     def put_many(self, records: list) -> None:
         self.send(("frames", self.id, [(p, w.meta.index, w.meta.pts) for p, w in records]))
 
+    def skip(self, start: int, end: int) -> None:
+        """Positions in ``[start, end)`` not reported will not come (``gap``: the parent skips them)."""
+        self.send(("gap", self.id, start, end))
+
     # ----------------------------------------------------------------------- the ring writer
 
     def write(self, position: int, ref: Any, *, writer: int, stream: Any) -> None:
@@ -205,6 +209,12 @@ class _Skipping:
     def __call__(self, pos: int, meta: Any, ref: Any, stream: Any) -> None:
         if pos not in self.have:
             self.emit(pos, meta, ref, stream)
+
+    def writable(self, pos: int) -> bool:
+        return self.emit.writable(pos)
+
+    def give_up(self, start: int, end: int) -> None:
+        self.emit.give_up(start, end)
 
 
 def _decoder(spec: "ProcessJob") -> Any:

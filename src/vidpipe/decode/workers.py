@@ -75,8 +75,20 @@ def decode_segment(
     exact = plan.exact
     opts = dec.options
     emitted: dict[int, int] = {}  # frame index -> output position
+    given_up: set[int] = set()  # positions of this segment marked missing before its end
     seen: list[Any] = []
     state = {"index": -1, "stop": False, "decoded": 0}
+
+    def give_up_before(pos: int) -> None:
+        """The consumer may be waiting for a position of this segment before ``pos`` that never
+        came (a damaged stream's lost frames: a decoder gives its frames in order), while this
+        worker waits for the consumer to make room for ``pos``: a segment longer than the window
+        would never reach its end, where its missing positions are marked. They are marked now."""
+        done = set(emitted.values())
+        gap = [q for q in range(seg.positions[0], pos) if q not in done and q not in given_up]
+        if gap:
+            emit.give_up(gap[0], pos)  # type: ignore[attr-defined]
+            given_up.update(gap)
 
     def take(ref: "FrameRef") -> None:
         state["decoded"] += 1
@@ -88,8 +100,10 @@ def decode_segment(
             if pos is None:
                 return
             index = plan.index_of[pts]
-            if index in emitted:
+            if index in emitted or pos in given_up:
                 return
+            if not emit.writable(pos):  # type: ignore[attr-defined]
+                give_up_before(pos)
         else:  # numbered in output order from ``start``; a replay counts from the start again
             sec = dec.meta(0, pts).pts
             if opts.start is not None and sec is not None and sec < opts.start:
@@ -232,6 +246,15 @@ class Emitter:
         self.asm.write(pos, ref, writer=self.writer, stream=stream)
         self.items.append((pos, meta))
         self.batch, self.stream = batch, stream
+
+    def writable(self, pos: int) -> bool:
+        """Whether ``pos`` can be written without waiting for the consumer."""
+        return self.reorder.writable(pos)
+
+    def give_up(self, start: int, end: int) -> None:
+        """Positions in ``[start, end)`` not handed over will not come: the consumer skips them."""
+        self.flush()
+        self.reorder.skip(start, end)
 
     def flush(self) -> None:
         if not self.items:
