@@ -168,6 +168,43 @@ def test_corrupt_packets_keep_what_decodes(make_clip, tmp_path, processes):
         assert "damaged" in str(dec.error) and "kept" in str(dec.error)
 
 
+@pytest.mark.parametrize("processes", [0, 2], ids=["threads", "processes"])
+def test_frames_lost_inside_a_segment_longer_than_the_window_do_not_stall_it(make_clip, tmp_path, processes):
+    """A damaged 50-frame GOP, each a segment longer than the 3-batch CUDA ring: the frames NVDEC
+    loses in its middle are marked missing when a later frame must wait for the consumer, not at
+    the segment's end (a deadlock before). Every frame PyAV gave that NVDEC did not is counted
+    lost, and the frames kept are, bit for bit, those of the same decode with a window that holds
+    the whole file."""
+    from vidpipe.decode.nvdec import NvdecDecoder
+
+    clip = make_clip(".mp4", frames=200, gop=50, width=320, height=192)
+    bad = corrupt_middle(clip.path, dst=tmp_path / "bad.mp4")
+    dec = NvdecDecoder(str(bad), device="cuda", workers=3, segment_frames=10, processes=processes, buffer_bytes=1)
+    out: list = []
+
+    def consume():
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            out.extend((b, b.data.clone()) for b in dec.batches(8))
+        stream.synchronize()
+
+    t = threading.Thread(target=consume, daemon=True)
+    t.start()
+    t.join(120)
+    if t.is_alive():
+        dec.close()
+        pytest.fail("the decode stalled")
+    got = luma(out)
+    indices = [i for i, _ in got]
+    assert indices == sorted(set(indices)) and indices[0] == 0 and len(indices) < 200
+    ref = [m.index for b in PyAVDecoder(str(bad)).batches(8) for m in b.frames]
+    assert len(set(ref) - set(indices)) <= dec.frames_missing
+    assert dec.partial and dec.stats()["frames_missing"] == 200 - len(indices)
+    whole, wout = nvdec(bad, workers=3, processes=processes)
+    assert [i for i, _ in luma(wout)] == indices
+    assert all(np.array_equal(y, w) for (_, y), (_, w) in zip(got, luma(wout)))
+
+
 def test_truncated_file_is_partial(make_clip, tmp_path):
     clip = make_clip(".mkv", frames=60, gop=10, width=320, height=192)
     cut = truncate(clip.path, 0.6, dst=tmp_path / "cut.mkv")

@@ -489,3 +489,31 @@ def test_frames_lost_inside_a_segment_longer_than_the_window_do_not_stall_it(mak
     assert [(i, round(t, 6)) for i, t, _ in out] == [(i, round(t, 6)) for i, t, _ in ref]
     assert same(out, frames(PyAVParallelDecoder(str(bad), workers=3, segment_frames=10)))
     assert dec.partial and dec.stats()["frames_missing"] == 200 - len(ref)
+
+
+@pytest.mark.parametrize("processes", [0, 2], ids=["threads", "processes"])
+def test_a_lost_segment_longer_than_the_ring_does_not_stall_it(make_clip, tmp_path, processes):
+    """Damage that takes a segment's keyframe: its 50 frames are lost, more than the 3-batch
+    ring. The consumer skips them; the decoder processes must still be allowed to write past them,
+    into the slot of the last batch the consumer took (a deadlock before: that slot was only freed
+    once a later batch was handed out). Each frame PyAV's continuous decode gave that this one did
+    not is counted lost, and the frames kept are those of the same decode with a window that holds
+    the whole file."""
+    import threading
+
+    clip = make_clip(".mp4", frames=200, gop=50, width=320, height=192)
+    bad = corrupt_middle(clip.path, dst=tmp_path / "bad.mp4")
+    dec = PyAVParallelDecoder(str(bad), workers=3, segment_frames=10, processes=processes, buffer_bytes=1)
+    out: list = []
+    t = threading.Thread(target=lambda: out.extend(frames(dec)), daemon=True)
+    t.start()
+    t.join(120)
+    if t.is_alive():
+        dec.close()
+        pytest.fail("the decode stalled")
+    indices = [i for i, _, _ in out]
+    assert indices == list(range(100)) + list(range(150, 200))  # the segment of frames 100-149 is lost
+    ref = [i for i, _, _ in reference(bad)]
+    assert set(ref) - set(indices) and len(set(ref) - set(indices)) <= dec.stats()["frames_missing"] == 50
+    assert dec.partial
+    assert same(out, frames(PyAVParallelDecoder(str(bad), workers=3, segment_frames=10)))

@@ -457,6 +457,14 @@ class _RingBatches(RowBatcher):
         reading = self._reading
         while len(reading) > 1 and (reading[0][1] is None or reading[0][1].query()):
             self.ring.renew_if_kept(reading.popleft()[0] % self.ring.slots)
+        if len(reading) == 1 and self._yielded is None and consumed - reading[0][0] >= self.ring.slots:
+            # every batch between the newest one handed out and the one the consumer waits for
+            # was lost (damage): the writers need the newest one's slot, which the caller may
+            # still hold. Once its reads are done, it leaves the ring if kept.
+            batch, event = reading.popleft()
+            if event is not None:
+                event.synchronize()
+            self.ring.renew_if_kept(batch % self.ring.slots)
         low = consumed
         if self._yielded is not None:
             low = min(low, self._yielded)
