@@ -60,6 +60,7 @@ def test_the_children_join_a_run_that_started_without_them(make_clip, caplog):
     assert len(joined) == 1, joined
     here = int(joined[0].split("joined after ")[1].split()[0])
     assert 1 <= here < 120  # the first frames came from the threads here, the rest from the children
+    assert stats["frames_before_processes"] == here  # what the run's summary reports
 
 
 def test_a_pool_that_never_comes_leaves_the_run_to_the_threads(make_clip, caplog):
@@ -81,6 +82,7 @@ def test_a_pool_that_never_comes_leaves_the_run_to_the_threads(make_clip, caplog
         logging.getLogger("vidpipe.decode.parallel").removeHandler(closer)
     assert same(got, reference(clip.path))
     assert dec.stats()["processes"] == 0 and not dec.partial
+    assert dec.stats()["frames_before_processes"] == 60  # every frame decoded here
     assert any("decoding on with threads" in r.getMessage() for r in caplog.records)
 
 

@@ -64,6 +64,7 @@ def test_processes_match_the_pyav_backend(make_clip, options, batch_size):
     assert same(got, reference(clip.path, options))
     st = dec.stats()
     assert st["processes"] == 2 and st["workers"] == 4 and st["frames_missing"] == 0 and not st["partial"]
+    assert st["frames_before_processes"] is None  # the pool was up before the decode started
 
 
 def test_other_containers(make_clip):

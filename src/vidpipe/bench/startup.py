@@ -225,7 +225,15 @@ def _series_row(name: str, processes: int | None, series: list[dict[str, Any]], 
             "detections": series[-1]["summary"].get("detections"), "decoder": ",".join(decoders),
             "decoder_processes": "/".join(str(p) for p in procs),
             "runs_s": " / ".join(f"{r['wall']:.2f}" for r in series),
-            "runs_fps": " / ".join(f"{r['summary'].get('fps') or 0:,.0f}" for r in series), "note": note}
+            "runs_fps": " / ".join(f"{r['summary'].get('fps') or 0:,.0f}" + ("*" if _before_processes(r) else "")
+                                   for r in series),
+            "note": note}
+
+
+def _before_processes(run: dict) -> bool:
+    """Whether a run's decode started before its decoder processes were ready (it began with
+    threads in its own process: the summary's ``frames_before_processes``)."""
+    return any((s.get("extra") or {}).get("frames_before_processes") is not None for s in run["summary"]["sources"])
 
 
 def _series_targets(row: dict, bench_fps: float | None) -> dict:
@@ -256,6 +264,9 @@ class StartupResult(VideoBenchResult):
         from vidpipe.bench.report import write_report
 
         notes = [f"{k}: {v}" for k, v in self.machine.items()] + [f"targets {k}: {v}" for k, v in self.targets.items()]
+        if any("*" in str(r.get("runs_fps", "")) for r in self.rows):
+            notes.append("* a run whose decode started before its decoder processes were ready (it began with "
+                         "threads in its own process; they joined it later)")
         return write_report(out_dir, name or self.name, [{**r, "label": r["peer"]} for r in self.rows],
                             title=self.title, label="label", value="wall_s", unit="s", columns=self.columns,
                             headers=self.headers, notes=notes, highlight=list(self.highlight),

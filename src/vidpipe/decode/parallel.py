@@ -164,6 +164,9 @@ class SegmentParallelDecoder(Decoder):
         self.workers_used = 0
         self.processes_used = 0  # decoder processes of the last run (0: threads in this process)
         self.processes_lost = 0  # decoder processes that died during the last run (their segments redone)
+        # the last run started before its decoder processes were ready: frames delivered by threads
+        # here before they joined (all of them if they never did); None: they were ready
+        self.frames_before_processes: int | None = None
         self._ring_bytes = 0
         self.packet_reader = "none"  # how workers read packets: "file" (byte ranges) or "pyav"
         self._positions_before = 0  # inexact streams: positions are numbered from here
@@ -179,6 +182,7 @@ class SegmentParallelDecoder(Decoder):
             "workers": self.workers_used,
             "processes": self.processes_used,
             "processes_lost": self.processes_lost,
+            "frames_before_processes": self.frames_before_processes,
             "segments": len(plan.segments) if plan else 0,
             "packet_reader": self.packet_reader,
             "frames_decoded": self.frames_decoded,
@@ -494,6 +498,11 @@ class SegmentParallelDecoder(Decoder):
     def note_processes(self, n: int) -> None:
         """The pass now runs in ``n`` decoder processes (more joined it: the most is kept)."""
         self.processes_used = max(self.processes_used, n)
+
+    def note_frames_before_processes(self, n: int) -> None:
+        """The pass started before its decoder processes were ready; threads here delivered ``n``
+        frames before they joined (all of the pass's, if they never did)."""
+        self.frames_before_processes = n
 
     def note_process_lost(self) -> None:
         """A decoder process died during the pass (its segments are redone)."""

@@ -95,6 +95,7 @@ def run_processes(
     from vidpipe.decode.procring import Ring
 
     late = lease if isinstance(lease, LateLease) else None
+    started_late = late is not None
     if late is not None:  # no child yet: they join once ready (join)
         lease = None
     shape, dtype, fmt = dec.row()
@@ -273,6 +274,7 @@ def run_processes(
                     dispatch.give(i)
         dec.note_workers(per * len(live))
         dec.note_processes(len(live))
+        dec.note_frames_before_processes(len(got))
         logger.info("%s: %d decoder process(es) joined after %d frames decoded here; the threads here finish their "
                     "segments", info.source, len(live), len(got))  # fmt: skip
         return True
@@ -372,6 +374,8 @@ def run_processes(
             if c.get("packet_reader"):
                 dec.note_packet_reader(c["packet_reader"])
         dec.note_missing(reorder.missing)
+        if started_late and lease is None:  # the children never joined: every frame was decoded here
+            dec.note_frames_before_processes(len(got))
         if state["fail"] and not dec.errors:
             dec.note_errors([f"a decoder process failed: {state['fail']}"])
         dec.note_ring_bytes(ring.nbytes)

@@ -82,6 +82,9 @@ class FileSource:
             if procs:
                 state.decoder_reason = f"{state.decoder_reason}; sessions in {procs} decoder processes"
                 state.extra["decoder_processes"] = procs
+            late = getattr(dec, "frames_before_processes", None)
+            if late is not None:  # the decoder processes were not ready when the decode started
+                state.extra["frames_before_processes"] = late
             if dec.error is not None:
                 state.status = "partial"
                 state.error = str(dec.error)
