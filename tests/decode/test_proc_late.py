@@ -40,6 +40,12 @@ def decoder(path):
     return PyAVParallelDecoder(str(path), workers=3, segment_frames=10, processes=2, buffer_bytes=1)
 
 
+def decoder_of(info, options):
+    """:func:`decoder` as a registered backend builds it (``vidpipe.detect``)."""
+    return PyAVParallelDecoder(info, device="cpu", options=options, workers=3, segment_frames=10, processes=2,
+                               buffer_bytes=1)  # fmt: skip
+
+
 def test_the_children_join_a_run_that_started_without_them(make_clip, caplog):
     clip = make_clip(".mp4", frames=120, gop=10, bframes=2, width=160, height=96)
     assert start_in_background("cpu", 2)
@@ -110,3 +116,40 @@ def test_children_that_die_as_they_join_lose_no_frame(make_clip, caplog):
                 p.wait(timeout=30)
     assert same(got, reference(clip.path))
     assert not dec.partial and dec.stats()["frames_missing"] == 0
+
+
+def test_the_run_summary_says_its_decode_started_before_the_processes(make_clip, monkeypatch):
+    """Through ``vidpipe.detect``: a run whose decoder processes were still starting says so in
+    its source's summary (``frames_before_processes``: here every frame, as the pool that was
+    starting is dropped once the run has begun), and its detections are those of the plain PyAV
+    backend, frame by frame."""
+    import vidpipe
+    from vidpipe.decode import registry
+
+    monkeypatch.setattr(registry, "_registered", dict(registry._registered))
+    registry.register_backend("pyav-late", lambda info, *, device, options: decoder_of(info, options),
+                              lambda info, device: None, gpu=False)  # fmt: skip
+    clip = str(make_clip(".mp4", frames=60, gop=10, width=160, height=96).path)
+
+    class CloseWhenStarted(logging.Handler):
+        def emit(self, record):
+            if "until the decoder processes are ready" in record.getMessage():
+                close_pools()
+
+    def rows(name):
+        run = vidpipe.detect(clip, device="cpu", decoder=name, batch_size=8)
+        got = [(r.index, r.detections.boxes.tolist(), r.detections.class_ids.tolist()) for r in run]
+        return got, run.summary().sources[0]
+
+    closer = CloseWhenStarted()
+    logging.getLogger("vidpipe.decode.parallel").addHandler(closer)
+    try:
+        assert start_in_background("cpu", 2)
+        got, source = rows("pyav-late")
+    finally:
+        logging.getLogger("vidpipe.decode.parallel").removeHandler(closer)
+    want, plain = rows("pyav")
+    assert len(got) == 60 and got == want
+    assert source.extra["frames_before_processes"] == 60 and "decoder_processes" not in source.extra
+    assert "frames_before_processes" not in plain.extra
+
