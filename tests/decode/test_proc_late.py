@@ -123,18 +123,29 @@ def test_the_run_summary_says_its_decode_started_before_the_processes(make_clip,
     its source's summary (``frames_before_processes``: here every frame, as the pool that was
     starting is dropped once the run has begun), and its detections are those of the plain PyAV
     backend, frame by frame."""
+    import threading
+
     import vidpipe
-    from vidpipe.decode import registry
+    from vidpipe.decode import procpool, registry
 
     monkeypatch.setattr(registry, "_registered", dict(registry._registered))
     registry.register_backend("pyav-late", lambda info, *, device, options: decoder_of(info, options),
                               lambda info, device: None, gpu=False)  # fmt: skip
     clip = str(make_clip(".mp4", frames=60, gop=10, width=160, height=96).path)
+    began = threading.Event()
+    hello = procpool.DecoderProcessPool._hello
+
+    def hello_once_the_run_began(pool):  # the model's load on a busy CPU may outlast the children's start
+        began.wait(120)
+        hello(pool)
+
+    monkeypatch.setattr(procpool.DecoderProcessPool, "_hello", hello_once_the_run_began)
 
     class CloseWhenStarted(logging.Handler):
         def emit(self, record):
             if "until the decoder processes are ready" in record.getMessage():
                 close_pools()
+                began.set()
 
     def rows(name):
         run = vidpipe.detect(clip, device="cpu", decoder=name, batch_size=8)
@@ -147,6 +158,7 @@ def test_the_run_summary_says_its_decode_started_before_the_processes(make_clip,
         assert start_in_background("cpu", 2)
         got, source = rows("pyav-late")
     finally:
+        began.set()
         logging.getLogger("vidpipe.decode.parallel").removeHandler(closer)
     want, plain = rows("pyav")
     assert len(got) == 60 and got == want

@@ -91,6 +91,20 @@ _pools_lock = threading.Lock()
 # ------------------------------------------------------------------------------------- pool
 
 
+def import_ipc_pickling() -> None:
+    """Import ``torch.multiprocessing`` (CUDA tensors then pickle as IPC handles), from any thread.
+
+    PyTorch itself first: the pool starts in a thread, often while the main thread imports
+    PyTorch, whose ``__init__`` imports ``torch.multiprocessing`` too. Importing the submodule
+    straight away takes its import lock and then waits for PyTorch's, which the main thread holds
+    while it waits for the submodule's: Python detects that cycle and raises ``_DeadlockError`` in
+    the main thread (a user's script failed so on an H200). Waiting for PyTorch's import first
+    holds no lock meanwhile."""
+    import torch  # noqa: F401
+
+    import torch.multiprocessing  # noqa: F401
+
+
 class DecoderProcessPool:
     """``processes`` decoder children for ``device`` (``"cuda:0"`` or ``"cpu"``). ``warm_for``: a
     video file the children start their share of NVDEC sessions for before they say hello (the
@@ -121,8 +135,7 @@ class DecoderProcessPool:
         t0 = time.perf_counter()
         try:
             self._start(processes)  # before PyTorch here: the children import theirs meanwhile
-            import torch.multiprocessing  # noqa: F401 - CUDA tensors pickle as IPC handles
-
+            import_ipc_pickling()
             self._hello()
         except BaseException:
             self.close()
