@@ -465,17 +465,13 @@ def test_a_run_of_several_files_shares_the_processes_among_them(make_clip, monke
     assert got == want  # the same pixels: the same detections, frame by frame
 
 
-@pytest.mark.parametrize("processes", [0, 2], ids=["threads", "processes"])
-def test_frames_lost_inside_a_segment_longer_than_the_window_do_not_stall_it(make_clip, tmp_path, processes):
-    """Frames lost in the middle of a segment longer than the decode window (a GOP longer than
-    the ring): the consumer waits for one of them while the segment's worker waits for room past
-    them. The worker now marks them missing then, instead of at the segment's end it never
-    reached (a deadlock before). The frames kept are PyAV's (numbers and timestamps) and, pixel
-    for pixel, those of the same decode with a window that holds the whole file (after damage,
-    a decoder started at a keyframe conceals errors differently from PyAV's continuous one)."""
+def decode_damaged(make_clip, tmp_path, processes, *, width, height):
+    """A 200-frame clip with 50-frame GOPs, damaged in the middle, decoded in 10-frame segments
+    with a 3-batch window (``processes``: decoder processes, or threads): ``(file, decoder,
+    frames)``; fails if the decode stalls."""
     import threading
 
-    clip = make_clip(".mp4", frames=200, gop=50, width=160, height=96)
+    clip = make_clip(".mp4", frames=200, gop=50, width=width, height=height)
     bad = corrupt_middle(clip.path, dst=tmp_path / "bad.mp4")
     dec = PyAVParallelDecoder(str(bad), workers=3, segment_frames=10, processes=processes, buffer_bytes=1)
     out: list = []
@@ -485,6 +481,18 @@ def test_frames_lost_inside_a_segment_longer_than_the_window_do_not_stall_it(mak
     if t.is_alive():
         dec.close()
         pytest.fail("the decode stalled")
+    return bad, dec, out
+
+
+@pytest.mark.parametrize("processes", [0, 2], ids=["threads", "processes"])
+def test_frames_lost_inside_a_segment_longer_than_the_window_do_not_stall_it(make_clip, tmp_path, processes):
+    """Frames lost in the middle of a segment longer than the decode window (a GOP longer than
+    the ring): the consumer waits for one of them while the segment's worker waits for room past
+    them. The worker now marks them missing then, instead of at the segment's end it never
+    reached (a deadlock before). The frames kept are PyAV's (numbers and timestamps) and, pixel
+    for pixel, those of the same decode with a window that holds the whole file (after damage,
+    a decoder started at a keyframe conceals errors differently from PyAV's continuous one)."""
+    bad, dec, out = decode_damaged(make_clip, tmp_path, processes, width=160, height=96)
     ref = reference(bad)
     assert len(ref) < 200  # frames were lost
     assert [(i, round(t, 6)) for i, t, _ in out] == [(i, round(t, 6)) for i, t, _ in ref]
@@ -500,18 +508,7 @@ def test_a_lost_segment_longer_than_the_ring_does_not_stall_it(make_clip, tmp_pa
     once a later batch was handed out). Each frame PyAV's continuous decode gave that this one did
     not is counted lost, and the frames kept are those of the same decode with a window that holds
     the whole file."""
-    import threading
-
-    clip = make_clip(".mp4", frames=200, gop=50, width=320, height=192)
-    bad = corrupt_middle(clip.path, dst=tmp_path / "bad.mp4")
-    dec = PyAVParallelDecoder(str(bad), workers=3, segment_frames=10, processes=processes, buffer_bytes=1)
-    out: list = []
-    t = threading.Thread(target=lambda: out.extend(frames(dec)), daemon=True)
-    t.start()
-    t.join(120)
-    if t.is_alive():
-        dec.close()
-        pytest.fail("the decode stalled")
+    bad, dec, out = decode_damaged(make_clip, tmp_path, processes, width=320, height=192)
     indices = [i for i, _, _ in out]
     assert indices == list(range(100)) + list(range(150, 200))  # the segment of frames 100-149 is lost
     ref = [i for i, _, _ in reference(bad)]
