@@ -5,6 +5,7 @@ PyAV backend. The same run with NVDEC: tests/decode/test_proc_late_gpu.py."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 
@@ -150,7 +151,7 @@ def test_the_run_summary_says_its_decode_started_before_the_processes(make_clip,
     def rows(name):
         run = vidpipe.detect(clip, device="cpu", decoder=name, batch_size=8)
         got = [(r.index, r.detections.boxes.tolist(), r.detections.class_ids.tolist()) for r in run]
-        return got, run.summary().sources[0]
+        return got, run.summary()
 
     closer = CloseWhenStarted()
     logging.getLogger("vidpipe.decode.parallel").addHandler(closer)
@@ -162,6 +163,13 @@ def test_the_run_summary_says_its_decode_started_before_the_processes(make_clip,
         logging.getLogger("vidpipe.decode.parallel").removeHandler(closer)
     want, plain = rows("pyav")
     assert len(got) == 60 and got == want
-    assert source.extra["frames_before_processes"] == 60 and "decoder_processes" not in source.extra
-    assert "frames_before_processes" not in plain.extra
+    extra = source.sources[0].extra
+    assert extra["frames_before_processes"] == 60 and "decoder_processes" not in extra
+    assert "frames_before_processes" not in plain.sources[0].extra
+    # bench startup marks that run (and only it) in each run's frames/s, from the summary as written
+    from vidpipe.bench.startup import _series_row
+
+    runs = [{"wall": 1.0, "summary": json.loads(json.dumps(x.to_dict()))} for x in (source, plain)]
+    marks = [r.endswith("*") for r in _series_row("clip", None, runs, 0.5, "cpu")["runs_fps"].split(" / ")]
+    assert marks == [True, False]
 
