@@ -515,3 +515,19 @@ def test_a_lost_segment_longer_than_the_ring_does_not_stall_it(make_clip, tmp_pa
     assert set(ref) - set(indices) and len(set(ref) - set(indices)) <= dec.stats()["frames_missing"] == 50
     assert dec.partial
     assert same(out, frames(PyAVParallelDecoder(str(bad), workers=3, segment_frames=10)))
+
+
+def test_a_decoder_process_starts_without_pytorch(make_clip):
+    """A child loads PyTorch only for work that needs it (here: a PyAV job's CPU ring); its start,
+    up to its hello, loads none (an NVDEC child never does: test_torch_free_children_gpu.py)."""
+    close_pools()
+    pool = get_pool("cpu", 1, start=True)
+    pid = pool.procs[0].pid
+    with open(f"/proc/{pid}/maps") as f:
+        assert "libtorch" not in f.read()
+    clip = make_clip(".mp4", frames=40, gop=10, width=160, height=96)
+    dec = PyAVParallelDecoder(str(clip.path), workers=2, segment_frames=10, processes=1)
+    assert same(frames(dec), reference(clip.path))
+    assert dec.stats()["processes"] == 1 and pool.procs[0].pid == pid
+    with open(f"/proc/{pid}/maps") as f:
+        assert "libtorch" in f.read()  # the job's ring: CPU tensors

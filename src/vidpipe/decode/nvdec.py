@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from vidpipe._validate import check_range
 from vidpipe.decode.base import MAX_DECODER_PROCESSES, DecodeOptions, StreamInfo
+from vidpipe.decode.cuda_driver import DriverStream, new_stream
 from vidpipe.decode.nvdec_caps import (
     NVDEC_CODECS,
     canonical_codec,
@@ -85,12 +86,14 @@ from vidpipe.errors import BackendUnavailableError, DecodeError, UnsupportedErro
 if TYPE_CHECKING:
     import torch
 
+    from vidpipe.decode.ipc_memory import DeviceRow
+    from vidpipe.decode.segment_state import SegmentState
     from vidpipe.decode.segments import DecodePlan, Segment, StreamIndex
     from vidpipe.types import FrameBatch, Packet
 
 __all__ = [
     "NvdecDecoder", "NvdecSession", "check", "create", "default_workers", "default_buffer_bytes", "warm_sessions",
-    "session_key",
+    "session_key", "process_pass", "Streams",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -176,15 +179,19 @@ class _NvFrame:
         self._frame = frame
         self._session = session
 
-    def copy_into(self, dst: "torch.Tensor") -> int:
-        """Copy the frame into ``dst`` on the *current* CUDA stream, which must be the session's
-        (the decoder's stream: the frame's own copy out of the NVDEC surface is ordered before
-        it). Workers make it current once per segment (:func:`vidpipe.decode.workers.on_stream`)."""
+    def copy_into(self, dst: "torch.Tensor | DeviceRow") -> int:
+        """Copy the frame into ``dst`` (a tensor, or a decoder process's row of the parent's ring)
+        on the session's stream (the decoder's: the frame's own copy out of the NVDEC surface is
+        ordered before it). Workers make a PyTorch stream current once per segment
+        (:func:`vidpipe.decode.workers.on_stream`)."""
         sess = self._session
         if driver_copy(self._frame, dst, sess.stream.cuda_stream, sess.key[0]):
             return 0
         import torch
 
+        from vidpipe.decode.ipc_memory import as_torch
+
+        dst = as_torch(dst)
         src = torch.from_dlpack(self._frame)  # waits on the decoder's copy event, no data copy
         if src.shape != dst.shape or src.dtype != dst.dtype:
             raise DecodeError(
@@ -192,7 +199,8 @@ class _NvFrame:
                 f"match {tuple(dst.shape)} {dst.dtype} (frame size changed mid-stream?); "
                 "decode this file with decoder='pyav'"
             )
-        dst.copy_(src)
+        with torch.cuda.stream(sess.torch_stream()):
+            dst.copy_(src)
         return 0
 
 
@@ -203,6 +211,10 @@ class _NvFrame:
 #: without timestamps (NVDEC hands back 0), each packet flagged as ending its picture so the frame
 #: leaves with its own packet (measured on an H200: p50 capture-to-result 62 -> 21 ms at 16 streams)
 Latency = Literal["native", "low", "zero"]
+#: ``NvdecSession.acquire(streams=...)``: the session's ``stream`` object. ``"torch"``: a PyTorch
+#: stream (the decode in this process, whose batches PyTorch reads); ``"driver"``: a
+#: :class:`~vidpipe.decode.cuda_driver.DriverStream` (a decoder process, which never imports PyTorch)
+Streams = Literal["torch", "driver"]
 
 
 def _latency(nvc: Any, latency: str) -> dict[str, Any]:
@@ -247,10 +259,11 @@ class NvdecSession:
     :meth:`feed`/:meth:`finish`. :meth:`close` returns a healthy session to the process-wide
     pool (:mod:`vidpipe.decode.nvdec_pool`); one that raised is destroyed.
 
-    ``stream``: a CUDA stream made by :func:`vidpipe.decode.nvdec_early.new_stream` in GPU
+    ``stream``: a CUDA stream made by :func:`vidpipe.decode.cuda_driver.new_stream` in GPU
     ``device``'s primary context (then ``device`` is that GPU's ordinal and PyTorch need not be
-    imported yet): the session has no PyTorch ``stream`` until :meth:`adopt_stream`. ``None``: a
-    new PyTorch stream on ``device``.
+    imported yet): the session has no ``stream`` object until :meth:`adopt_stream` (a PyTorch
+    stream, or in a decoder process a :class:`~vidpipe.decode.cuda_driver.DriverStream`).
+    ``None``: a new PyTorch stream on ``device``.
     """
 
     kind = "nvdec"
@@ -269,7 +282,7 @@ class NvdecSession:
         self.pooled = pooled
         self.broken = False
         self._nvc = nvc
-        self.stream: "torch.cuda.Stream | None" = None
+        self.stream: "torch.cuda.Stream | DriverStream | None" = None
         if stream is None:
             import torch
 
@@ -292,25 +305,43 @@ class NvdecSession:
         self._extradata = _extradata(info)
 
     @classmethod
-    def acquire(cls, info: StreamInfo, device: "torch.device", *, latency: Latency = "native") -> "NvdecSession":
+    def acquire(cls, info: StreamInfo, device: "torch.device | int", *, latency: Latency = "native",
+                streams: Streams = "torch") -> "NvdecSession":  # fmt: skip
         """A pooled, already initialized session for this kind of stream, or a new one
-        (``latency``: see :data:`Latency`)."""
+        (``latency``: see :data:`Latency`; ``streams``: see :data:`Streams`; ``"driver"`` needs
+        ``device``'s primary context current in the calling thread)."""
         from vidpipe.decode.nvdec_pool import POOL
 
-        sess = POOL.acquire(session_key(info, device, latency), lambda: cls(info, device, latency=latency))
-        sess.adopt_stream()  # one started before PyTorch was imported (vidpipe.decode.nvdec_early) has none yet
+        if streams == "driver":
+            make = lambda: cls(info, device, latency=latency, stream=new_stream())  # noqa: E731
+        else:
+            make = lambda: cls(info, device, latency=latency)  # noqa: E731
+        sess = POOL.acquire(session_key(info, device, latency), make)
+        sess.adopt_stream(streams)  # one started elsewhere may have the other kind, or none yet
         if sess.info.location != info.location:  # a reused session: now decoding another file
             sess.info = info
             sess._extradata = _extradata(info)
         return sess
 
-    def adopt_stream(self) -> None:
-        """Give a session started before PyTorch (``stream`` given) its PyTorch stream: a
-        ``torch.cuda.ExternalStream`` of the same handle. A no-op for a session that has one."""
-        if self.stream is None:
+    def adopt_stream(self, streams: Streams = "torch") -> None:
+        """Give the session a ``stream`` object of the kind ``streams`` for its CUDA stream: a
+        ``torch.cuda.ExternalStream`` or a :class:`~vidpipe.decode.cuda_driver.DriverStream` of
+        the same handle (a session started before PyTorch has none). A no-op when it has one."""
+        if streams == "driver":
+            if not isinstance(self.stream, DriverStream):
+                self.stream = DriverStream(self._handle)
+        elif self.stream is None or isinstance(self.stream, DriverStream):
             import torch
 
             self.stream = torch.cuda.ExternalStream(self._handle, device=torch.device("cuda", self.key[0]))
+
+    def torch_stream(self) -> "torch.cuda.Stream":
+        """The session's stream as a PyTorch stream (for copies PyTorch makes)."""
+        if isinstance(self.stream, DriverStream) or self.stream is None:
+            import torch
+
+            return torch.cuda.ExternalStream(self._handle, device=torch.device("cuda", self.key[0]))
+        return self.stream
 
     def start(self, segment: "Segment") -> None:
         self._prepend = self._extradata is not None
@@ -415,6 +446,49 @@ def warm_sessions(
     return POOL.idle(key)
 
 
+def _session_factories(
+    info: StreamInfo, device: "torch.device | int", *, streams: Streams
+) -> "tuple[bool, Callable[[int], NvdecSession], Callable[[int], PyAVSession]]":
+    """Whether ``info``'s packets go to NVDEC as Annex-B, and the factories ``(worker) -> session``
+    of a pass's NVDEC sessions (``streams``: see :data:`Streams`) and of its PyAV fallback
+    sessions (NV12 rows uploaded on a PyTorch stream of their own: the fallback imports PyTorch)."""
+    from vidpipe.decode.demux import ANNEXB_FILTERS
+
+    annexb = canonical_codec(info.codec) in ANNEXB_FILTERS
+    extradata = None
+    if not annexb:
+        from vidpipe.decode.demux import Demuxer
+
+        with Demuxer(info.location) as dmx:
+            extradata = dmx.extradata
+
+    def session(worker: int) -> NvdecSession:
+        return NvdecSession.acquire(info, device, streams=streams)
+
+    def cpu_session(worker: int) -> PyAVSession:
+        import torch
+
+        return PyAVSession(
+            info, layout="yuv", annexb=annexb, extradata=extradata, threads=2, stream=torch.cuda.Stream(device)
+        )
+
+    return annexb, session, cpu_session
+
+
+def process_pass(info: StreamInfo, gpu: int, *, options: DecodeOptions, workers: int, stream_id: int,
+                 fallback: bool) -> "SegmentState":  # fmt: skip
+    """What a decoder process decodes one NVDEC pass with, without PyTorch: the pass's state, its
+    sessions on :class:`~vidpipe.decode.cuda_driver.DriverStream` streams of GPU ``gpu``'s primary
+    context (current in each decoding thread), and, with ``fallback``, PyAV for a segment NVDEC
+    fails on."""
+    from vidpipe.decode.segment_state import SegmentState
+
+    annexb, session, cpu_session = _session_factories(info, gpu, streams="driver")
+    return SegmentState(info, options=options, session_factory=session,
+                        fallback_factory=cpu_session if fallback else None, annexb=annexb, workers=workers,
+                        stream_id=stream_id)  # fmt: skip
+
+
 class NvdecDecoder(SegmentParallelDecoder):
     """Decode one file with NVDEC into NV12/P016 batches on the GPU (see the module docstring).
 
@@ -474,7 +548,6 @@ class NvdecDecoder(SegmentParallelDecoder):
         index: "StreamIndex | None" = None,
         processes: int | None = None,
     ) -> None:
-        from vidpipe.decode.demux import ANNEXB_FILTERS
         from vidpipe.decode.probe import probe
         from vidpipe.device import resolve_device
 
@@ -487,24 +560,7 @@ class NvdecDecoder(SegmentParallelDecoder):
         if why is not None:
             raise UnsupportedError(f"NVDEC cannot decode {info.source}: {why}")
         codec = canonical_codec(info.codec)
-        annexb = codec in ANNEXB_FILTERS
-        extradata = None
-        if not annexb:
-            from vidpipe.decode.demux import Demuxer
-
-            with Demuxer(info.location) as dmx:
-                extradata = dmx.extradata
-
-        def session(worker: int) -> NvdecSession:
-            return NvdecSession.acquire(info, dev)
-
-        def cpu_session(worker: int) -> PyAVSession:
-            import torch
-
-            return PyAVSession(
-                info, layout="yuv", annexb=annexb, extradata=extradata, threads=2, stream=torch.cuda.Stream(dev)
-            )
-
+        annexb, session, cpu_session = _session_factories(info, dev, streams="torch")
         bound = options.gpu_buffer_bytes if options is not None else None  # max_gpu_memory's share
         self.auto_workers = workers is None
         if processes is None and options is not None:

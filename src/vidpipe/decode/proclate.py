@@ -1,7 +1,8 @@
 """The decoder processes of a run that starts before they are ready: :class:`LateLease`.
 
 ``vidpipe detect`` and ``vidpipe.detect`` start the decoder processes beside their own start
-(:func:`~vidpipe.decode.procpool.start_in_background`): each child imports PyTorch, seconds. When
+(:func:`~vidpipe.decode.procpool.start_in_background`): each child imported PyTorch, seconds
+(now it does not: about 1.3 s on an H200, ``docs/bench/h200/torch-free-children``). When
 the command's own start is the faster one, its decode used to wait for them inside the run's
 clock (on an H200, 0.28 s and 0.69 s in 2 of 8 cold commands of a 4,800-frame file). Now such
 a run starts with threads in the parent, and the children join it once they are ready

@@ -6,7 +6,8 @@ A decoder process (:mod:`vidpipe.decode.procworker`) holds NVDEC sessions and a 
 left running after its parent died (``kill -9``, a crash, an out-of-memory kill) it would hold
 them until reboot. When the parent is gone, the child removes the shared-memory files the parent
 left behind that only its decoder processes used (PyTorch's CUDA IPC reference-count files,
-``/dev/shm/torch_<parent pid>_*``; the CPU ring has no name at all: it is an anonymous file whose
+``/dev/shm/torch_<parent pid>_*``, of a parent that shares tensors through PyTorch; the ring's
+CUDA buffers are the driver's, which frees them with the processes; the CPU ring has no name at all: it is an anonymous file whose
 descriptor travels over the socket) and exits at once. A live parent's files are never removed.
 """
 

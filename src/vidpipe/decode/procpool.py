@@ -58,7 +58,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: seconds a child may take to start (import PyTorch, say hello) before the pool gives up
+#: seconds a child may take to start (its interpreter, CUDA, its NVDEC sessions, its hello) before
+#: the pool gives up
 START_TIMEOUT = 120.0
 
 #: decoder processes the NVDEC sessions are spread over by default.
@@ -91,20 +92,6 @@ _pools_lock = threading.Lock()
 # ------------------------------------------------------------------------------------- pool
 
 
-def import_ipc_pickling() -> None:
-    """Import ``torch.multiprocessing`` (CUDA tensors then pickle as IPC handles), from any thread.
-
-    PyTorch itself first: the pool starts in a thread, often while the main thread imports
-    PyTorch, whose ``__init__`` imports ``torch.multiprocessing`` too. Importing the submodule
-    straight away takes its import lock and then waits for PyTorch's, which the main thread holds
-    while it waits for the submodule's: Python detects that cycle and raises ``_DeadlockError`` in
-    the main thread (a user's script failed so on an H200). Waiting for PyTorch's import first
-    holds no lock meanwhile."""
-    import torch  # noqa: F401
-
-    import torch.multiprocessing  # noqa: F401
-
-
 class DecoderProcessPool:
     """``processes`` decoder children for ``device`` (``"cuda:0"`` or ``"cpu"``). ``warm_for``: a
     video file the children start their share of NVDEC sessions for before they say hello (the
@@ -134,8 +121,7 @@ class DecoderProcessPool:
         self.closing = False  # close() began: children that go now were told to
         t0 = time.perf_counter()
         try:
-            self._start(processes)  # before PyTorch here: the children import theirs meanwhile
-            import_ipc_pickling()
+            self._start(processes)
             self._hello()
         except BaseException:
             self.close()
@@ -441,7 +427,8 @@ def is_up(device: "torch.device | str") -> bool:
 
 def start_in_background(device: "torch.device | str", processes: int, *, warm_for: str | None = None) -> bool:
     """Start ``processes`` decoder children for ``device`` from a thread of their own and return at
-    once, so that their start (each child imports PyTorch and opens a CUDA context: seconds)
+    once, so that their start (each child's interpreter, CUDA context and NVDEC sessions: about a
+    second on an H200, without PyTorch since session 33)
     overlaps the caller's; a decode that finds the pool ready uses it, one that finds it starting
     begins with threads and the children join it once ready
     (:class:`~vidpipe.decode.proclate.LateLease`), or waits for it (:func:`get_pool`'s

@@ -1,12 +1,13 @@
 """The shared batch buffers of a decoder-process run: a ring of ``slots`` batches every child writes
 into and the parent reads from, without copies.
 
-On CUDA the slots are PyTorch CUDA tensors, shared through CUDA IPC (pickled as IPC handles). On
-the CPU they lie in one anonymous shared-memory file (``memfd_create``; elsewhere a temporary
-file unlinked at once) whose descriptor travels to the children over their socket
-(``SCM_RIGHTS``): the file has no name, so nothing can collide with it and nothing is left
-behind, whatever way the processes end. Each slot is a tensor with a storage of its own, so its
-use count tells whether the caller kept a batch (:meth:`Ring.renew_if_kept`).
+On CUDA each slot is an allocation of its own from the CUDA driver, viewed here as a PyTorch
+tensor and opened by the children from its CUDA IPC handle without PyTorch
+(:mod:`vidpipe.decode.ipc_memory`). On the CPU the slots lie in one anonymous shared-memory file
+(``memfd_create``; elsewhere a temporary file unlinked at once) whose descriptor travels to the
+children over their socket (``SCM_RIGHTS``): the file has no name, so nothing can collide with it
+and nothing is left behind, whatever way the processes end. Each slot is a tensor with a storage
+of its own, so its use count tells whether the caller kept a batch (:meth:`Ring.renew_if_kept`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from vidpipe.ops.pool import _use_count
 if TYPE_CHECKING:
     import torch
 
+    from vidpipe.decode.ipc_memory import ExportedBuffers, Mappings
     from vidpipe.decode.proclease import Lease
 
 __all__ = ["Ring", "share_slot", "open_slots", "anonymous_shm", "send_fds", "recv_fds"]
@@ -29,24 +31,33 @@ __all__ = ["Ring", "share_slot", "open_slots", "anonymous_shm", "send_fds", "rec
 logger = logging.getLogger(__name__)
 
 
-def share_slot(tensor: "torch.Tensor", offset: int = 0) -> Any:
-    """What a child needs to map ``tensor``: the CUDA tensor itself (pickled as a CUDA IPC handle
-    by PyTorch's reducers) or, for a CPU tensor at byte ``offset`` of a shared-memory file, where
-    it lies (the file's descriptor is sent with the message:
-    :meth:`~vidpipe.decode.procpool.DecoderProcessPool.send`)."""
+def share_slot(tensor: "torch.Tensor", offset: int = 0, handle: bytes | None = None) -> tuple:
+    """What a child needs to map ``tensor``: for a CUDA slot, the CUDA IPC ``handle`` of its
+    allocation (:class:`~vidpipe.decode.ipc_memory.ExportedBuffers`), its GPU, shape and element
+    type; for a CPU tensor at byte ``offset`` of a shared-memory file, where it lies (the file's
+    descriptor is sent with the message: :meth:`~vidpipe.decode.procpool.DecoderProcessPool.send`)."""
     if tensor.device.type == "cuda":
-        return ("cuda", tensor)
+        from vidpipe.decode.ipc_memory import typestr
+
+        return ("ipc", tensor.device.index, handle, tuple(tensor.shape), typestr(tensor.dtype))
     return ("fd", offset, tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."))
 
 
-def open_slots(handles: list[Any], fd: int | None) -> list["torch.Tensor"]:
-    """The child's views of shared batch buffers (see :func:`share_slot`); CPU ones lie in the
-    file open as ``fd`` (received with the message; the caller closes it)."""
+def open_slots(handles: list[Any], fd: int | None, mappings: "Mappings | None" = None, ring: int = 0) -> list[Any]:
+    """The child's views of shared batch buffers (see :func:`share_slot`): CUDA ones as
+    :class:`~vidpipe.decode.ipc_memory.MappedSlot` objects of ring ``ring`` mapped through
+    ``mappings`` (no PyTorch), CPU ones as tensors over the file open as ``fd`` (received with the
+    message; the caller closes it)."""
     mapping = _map(fd) if fd is not None else None
-    out = []
+    out: list[Any] = []
     for h in handles:
-        if h[0] == "cuda":
-            out.append(h[1])
+        if h[0] == "ipc":
+            from vidpipe.decode.ipc_memory import MappedSlot
+
+            if mappings is None:
+                raise ValueError("CUDA ring slots are mapped through a Mappings object")
+            _, gpu, handle, shape, type_str = h
+            out.append(MappedSlot(mappings, gpu, handle, shape, type_str, ring=ring))
         else:
             _, offset, shape, dtype = h
             out.append(_view(mapping, offset, shape, dtype))
@@ -129,18 +140,21 @@ class Ring:
         self.dtype = dtype
         self.device = device
         self._said_uncountable = False
-        self.tensors, offsets, fd = self._alloc(slots)
+        self._exported: "ExportedBuffers | None" = None  # CUDA: the slots' allocations
+        self.tensors, offsets, fd, ipc = self._alloc(slots)
         # CPU: the shared-memory files stay open while the ring lives, for a child that joins
         # later (join): the first file (every slot at first), and each renewed slot's own
         self._fd: int | None = fd
         self._slot_fds: dict[int, int] = {}
         try:
             self._base = [_use_count(t) for t in self.tensors]  # the ring's own references to each slot
-            self._handles = [share_slot(t, o) for t, o in zip(self.tensors, offsets)]
+            self._handles = [share_slot(t, o, h) for t, o, h in zip(self.tensors, offsets, ipc)]
             if lease is not None:
                 lease.broadcast(("ring", ident, self._handles), () if fd is None else (fd,))
         except BaseException:
             self._close_fds()
+            if self._exported is not None:
+                self._exported.close()
             raise
 
     def join(self, lease: "Lease", positions: list[int]) -> None:
@@ -150,7 +164,7 @@ class Ring:
         self.lease = lease  # (a ring kept across decodes may have been made by an earlier lease)
         for i in positions:
             if self.device.type == "cuda":
-                lease.send(i, ("ring", self.id, [share_slot(t) for t in self.tensors]))
+                lease.send(i, ("ring", self.id, list(self._handles)))
                 continue
             lease.send(i, ("ring", self.id, self._handles), (self._fd,) if self._fd is not None else ())
             for k, fd in self._slot_fds.items():
@@ -162,24 +176,32 @@ class Ring:
                 os.close(fd)
         self._fd, self._slot_fds = None, {}
 
-    def _alloc(self, n: int) -> tuple[list["torch.Tensor"], list[int], int | None]:
-        """``n`` new slots: CUDA memory, or CPU tensors in one new anonymous shared-memory file
-        (with their byte offsets and the file's descriptor, for the children; the caller closes
-        it)."""
-        import torch
-
-        if self.device.type == "cuda":
-            return [torch.empty(self.shape, dtype=self.dtype, device=self.device) for _ in range(n)], [0] * n, None
+    def _alloc(self, n: int) -> tuple[list["torch.Tensor"], list[int], int | None, list[bytes | None]]:
+        """``n`` new slots: CUDA allocations (with their IPC handles), or CPU tensors in one new
+        anonymous shared-memory file (with their byte offsets and the file's descriptor, for the
+        children; the caller closes it)."""
         size = self.dtype.itemsize
         for s in self.shape:
             size *= s
+        if self.device.type == "cuda":
+            from vidpipe._capture_turns import driver_work
+            from vidpipe.decode.ipc_memory import ExportedBuffers
+
+            if self._exported is None:
+                import torch
+
+                gpu = self.device.index if self.device.index is not None else torch.cuda.current_device()
+                self._exported = ExportedBuffers(gpu, size)
+            with driver_work():  # a driver allocation: not during a CUDA graph's capture
+                made = [self._exported.new(self.shape, self.dtype) for _ in range(n)]
+            return [t for t, _ in made], [0] * n, None, [h for _, h in made]
         step = -(-max(1, size) // 4096) * 4096  # page-aligned slots
         fd = anonymous_shm(step * n)
         try:
             mapping = _map(fd)
             dtype = str(self.dtype).removeprefix("torch.")
             offsets = [k * step for k in range(n)]
-            return [_view(mapping, o, self.shape, dtype) for o in offsets], offsets, fd
+            return [_view(mapping, o, self.shape, dtype) for o in offsets], offsets, fd, [None] * n
         except BaseException:
             os.close(fd)
             raise
@@ -204,8 +226,11 @@ class Ring:
             self._said_uncountable = True
             logger.warning("decoder-process ring: this PyTorch does not report storage use counts; each batch "
                            "gets a new buffer")  # fmt: skip
-        (t,), _, fd = self._alloc(1)
+        (t,), (offset,), fd, (handle,) = self._alloc(1)
         self.tensors[i] = t  # the caller's tensor keeps its own mapping of the old buffer
+        share = share_slot(t, offset, handle)
+        if handle is not None:  # (a CPU ring's joiners map the first file, then its renewed slots' own)
+            self._handles[i] = share
         self._base[i] = _use_count(t)
         if fd is not None:
             old = self._slot_fds.pop(i, None)
@@ -213,10 +238,13 @@ class Ring:
                 os.close(old)
             self._slot_fds[i] = fd  # (kept for a child that joins later)
         if self.lease is not None:
-            self.lease.broadcast(("slot", self.id, i, share_slot(t)), () if fd is None else (fd,))
+            self.lease.broadcast(("slot", self.id, i, share), () if fd is None else (fd,))
 
     def release(self) -> None:
+        """The children let the ring go; its memory is freed once the caller's batches are gone."""
         if self.lease is not None:
             self.lease.broadcast(("drop", self.id))
         self.tensors = []
         self._close_fds()
+        if self._exported is not None:
+            self._exported.close()

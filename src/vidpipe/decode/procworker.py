@@ -5,9 +5,10 @@ Started by :class:`~vidpipe.decode.procpool.DecoderProcessPool` as
 re-imported); it talks to the parent over an inherited socket and serves jobs until told to exit
 or the parent goes away (by any signal: :mod:`vidpipe.decode.proclife`). One job at a time:
 
-- the parent sends the ring of batch buffers once (``ring``: CUDA tensors shared through CUDA
-  IPC, or CPU shared memory), then a ``job`` (stream, plan, options, session count) and the
-  segments this process is to decode (``seg``), a few ahead, in stream order;
+- the parent sends the ring of batch buffers once (``ring``: CUDA allocations' IPC handles,
+  mapped here without PyTorch by :mod:`vidpipe.decode.ipc_memory`, or CPU shared memory), then a
+  ``job`` (stream, plan, options, session count) and the segments this process is to decode
+  (``seg``), a few ahead, in stream order;
 - ``sessions`` threads here each take the next segment, decode it with the same code as the
   in-process workers (:func:`~vidpipe.decode.workers.decode_segment`: file reads, fallback
   session on failure, frames copied straight into their row of the shared ring), synchronize
@@ -19,6 +20,16 @@ or the parent goes away (by any signal: :mod:`vidpipe.decode.proclife`). One job
 - at the end (or on ``stop``) it reports its counters (``done``).
 
 Messages are tuples ``(kind, job, ...)``; see :mod:`vidpipe.decode.procpool` for the parent side.
+
+**No PyTorch for NVDEC.** The process starts its GPU's primary context and its NVDEC sessions
+through the CUDA driver (:mod:`vidpipe.decode.cuda_driver`, :mod:`vidpipe.decode.nvdec_early`),
+decodes an NVDEC job with a bare :class:`~vidpipe.decode.segment_state.SegmentState` whose
+sessions run on driver streams, and copies each frame into the ring with one driver call
+(:mod:`vidpipe.decode.nvdec_copy`). So it never imports PyTorch for a file's NVDEC decode: ready
+in about 1.3 s instead of 4.5-5.4 s, and the command that started it imports PyTorch about 0.7 s
+sooner (an H200, 4 such processes beside the command, ``docs/bench/h200/torch-free-children``).
+PyTorch is imported only where it is used: a segment NVDEC fails on, decoded again by PyAV and
+uploaded; PyAV jobs (CPU shared memory) and live streams.
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
+    from vidpipe.decode.ipc_memory import Mappings
     from vidpipe.decode.procjob import ProcessJob
     from vidpipe.prewarm import ChildPrewarm
 
@@ -64,6 +76,8 @@ class ChildJob:
         # segments instead (the parent's threads of a run whose decoder processes still start)
         self.take = take
         self.extra: list[threading.Thread] = []  # threads of segments decoded again (redo)
+        # NVDEC: the GPU whose primary context each decoding thread makes current (driver streams)
+        self.gpu = gpu_of(spec.device) if spec.kind == "nvdec" else None
         self.dec = _decoder(spec)
 
     # --------------------------------------------------------------------------- the ring gate
@@ -157,6 +171,10 @@ class ChildJob:
         reader = None
         emit = Emitter(self, self, wid)
         try:
+            if self.gpu is not None:
+                from vidpipe.decode.cuda_driver import use_primary_context
+
+                use_primary_context(self.gpu)
             while True:
                 if sessions[0] is None and self.take is not None:  # ready before it takes a segment
                     sessions[0] = new_session(dec, max(0, wid), failures)  # (sessions start one at a time)
@@ -217,17 +235,20 @@ class _Skipping:
         self.emit.give_up(start, end)
 
 
+def gpu_of(device: str | None) -> int:
+    """The CUDA ordinal of a job's device (``"cuda:1"``: 1; ``"cuda"``: 0)."""
+    return int((device or "").partition(":")[2] or 0)
+
+
 def _decoder(spec: "ProcessJob") -> Any:
-    """The decoder object whose settings and counters the segment code uses (not iterated)."""
+    """What the segment code decodes with and counts into (its settings, sessions and counters):
+    for NVDEC a pass's bare state, without PyTorch; for PyAV its decoder (not iterated)."""
     info, plan = spec.info, spec.plan
     common = {"options": spec.options, "stream_id": spec.stream_id}
     if spec.kind == "nvdec":
-        from vidpipe.decode.nvdec import NvdecDecoder
+        from vidpipe.decode.nvdec import process_pass
 
-        dec = NvdecDecoder(
-            info, device=spec.device, workers=spec.sessions, fallback=spec.fallback, index=plan.index,
-            processes=0, **common,
-        )  # fmt: skip
+        dec = process_pass(info, gpu_of(spec.device), workers=spec.sessions, fallback=spec.fallback, **common)
     elif spec.kind == "pyav":
         from vidpipe.decode.parallel import PyAVParallelDecoder
 
@@ -238,13 +259,14 @@ def _decoder(spec: "ProcessJob") -> Any:
     return dec
 
 
-def _open_ring(conn: Any, handles: list[Any]) -> list[Any]:
-    """The ring's slots (CPU ones: the descriptor of their file follows the message on ``conn``)."""
+def _open_ring(conn: Any, ring: int, handles: list[Any], mappings: "Mappings") -> list[Any]:
+    """Ring ``ring``'s slots (CPU ones: the descriptor of their file follows the message on
+    ``conn``; CUDA ones are mapped through ``mappings``)."""
     from vidpipe.decode.procring import open_slots, recv_fds
 
     fd = recv_fds(conn, 1)[0] if any(h[0] == "fd" for h in handles) else None
     try:
-        return open_slots(handles, fd)
+        return open_slots(handles, fd, mappings, ring)
     finally:
         if fd is not None:
             os.close(fd)
@@ -259,7 +281,10 @@ def serve(conn: Any) -> bool:
         with send_lock:
             conn.send(msg)
 
+    from vidpipe.decode.ipc_memory import Mappings
+
     rings: dict[int, list[Any]] = {}
+    mappings = Mappings()  # the parent's CUDA allocations mapped here (each once)
     job: ChildJob | None = None
     runner: threading.Thread | None = None
     live: Any = None  # live streams run for the parent (vidpipe.sources.live_child)
@@ -279,11 +304,15 @@ def serve(conn: Any) -> bool:
             live.handle(msg)
             continue
         if kind == "ring":
-            rings[msg[1]] = _open_ring(conn, msg[2])
+            rings[msg[1]] = _open_ring(conn, msg[1], msg[2], mappings)
         elif kind == "slot":  # one slot of a ring replaced (the parent's caller kept a batch)
-            rings[msg[1]][msg[2]] = _open_ring(conn, [msg[3]])[0]
-        elif kind == "drop":
-            rings.pop(msg[1], None)
+            rings[msg[1]][msg[2]] = _open_ring(conn, msg[1], [msg[3]], mappings)[0]
+        elif kind == "drop":  # the parent frees the ring's memory: let go of its slots
+            slots = rings.pop(msg[1], None)
+            mappings.drop(msg[1])
+            finished = runner is not None and not runner.is_alive()
+            if slots is not None and job is not None and job.ring is slots and finished:
+                job = runner = None  # (the finished job held them: unmapped now)
         elif kind == "warm":
             _warm(msg, send)
         elif kind == "job":
@@ -323,33 +352,39 @@ def _warm(msg: tuple, send: Any) -> None:
     """Create and pool ``count`` NVDEC sessions for a kind of stream (before the clock starts)."""
     _, info, device, count = msg
     try:
-        from vidpipe.decode.nvdec import warm_sessions
-
-        n = warm_sessions(info, device, count=count, processes=0)
-        send(("warmed", n, None))
+        send(("warmed", _pool_sessions(info, gpu_of(device), count), None))
     except BaseException as exc:  # noqa: BLE001
         send(("warmed", 0, f"{type(exc).__name__}: {exc}"))
 
 
-def _warm_at_start(path: str, device: str, processes: int, early: "ChildPrewarm | None" = None) -> None:
+def _pool_sessions(info: Any, gpu: int, count: int) -> int:
+    """Start sessions for ``info``'s kind of stream until ``count`` are pooled here, without
+    PyTorch (:func:`~vidpipe.decode.nvdec_early.pool_sessions`); how many are pooled."""
+    from vidpipe.decode.nvdec import session_key
+    from vidpipe.decode.nvdec_early import pool_sessions
+    from vidpipe.decode.nvdec_pool import POOL
+
+    key = session_key(info, gpu)
+    pool_sessions(info, gpu, max(0, count - POOL.idle(key)))
+    return POOL.idle(key)
+
+
+def _warm_at_start(path: str, gpu: int, processes: int, early: "ChildPrewarm | None" = None) -> None:
     """Pool this child's share of the NVDEC sessions for ``path``'s kind of stream (the sessions
     of the parent's first decode of it: :func:`~vidpipe.decode.nvdec.default_workers` over
     ``processes``), before the hello: the pool's start then includes them, beside the parent's own
-    start, instead of the decode's. The sessions ``early`` started before PyTorch was imported
-    count; the rest start here. A file NVDEC cannot read is left to the decode to report."""
+    start, instead of the decode's. The sessions ``early`` started count; the rest start here. A
+    file NVDEC cannot read is left to the decode to report."""
     try:
-        import torch
-
-        from vidpipe.decode.nvdec import default_workers, warm_sessions
+        from vidpipe.decode.nvdec import default_workers
         from vidpipe.decode.probe import probe
         from vidpipe.decode.procpool import sessions_per_process
 
-        started = early.wait() if early is not None else 0  # pooled already: warm_sessions counts them
+        started = early.wait() if early is not None else 0  # pooled already: counted below
         if started:
-            logging.getLogger(__name__).debug("%d NVDEC sessions started before PyTorch", started)
+            logging.getLogger(__name__).debug("%d NVDEC sessions started beside the start", started)
         info = early.info if early is not None and early.info is not None else probe(path)
-        share = sessions_per_process(default_workers(torch.device(device), info.codec), processes)
-        warm_sessions(info, device, count=share, processes=0)
+        _pool_sessions(info, gpu, sessions_per_process(default_workers(gpu, info.codec), processes))
     except Exception as exc:  # noqa: BLE001 - the decode starts its sessions itself
         logging.getLogger(__name__).debug("no NVDEC sessions started for %s: %s", path, exc)
 
@@ -371,17 +406,16 @@ def main() -> NoReturn:
     processes = int(os.environ.get("VIDPIPE_PROC_COUNT", "1"))
     times = [time.perf_counter()]
     early = None
-    if warm_for:  # the NVDEC caps and sessions, while PyTorch imports (vidpipe.prewarm)
+    gpu = gpu_of(device) if device.startswith("cuda") else None
+    if warm_for and gpu is not None:  # the NVDEC caps and sessions, in a thread (vidpipe.prewarm)
         from vidpipe.prewarm import ChildPrewarm
 
-        early = ChildPrewarm(warm_for, int(device.partition(":")[2] or 0), processes=processes)
-
-    import torch.multiprocessing  # noqa: F401 - registers the CUDA tensor pickling (IPC handles)
-
-    times.append(time.perf_counter())
-    if device.startswith("cuda"):  # the CUDA context inside the pool's start, not the first decode's
+        early = ChildPrewarm(warm_for, gpu, processes=processes)
+    if gpu is not None:  # the CUDA context inside the pool's start, not the first decode's (no PyTorch)
         try:
-            torch.zeros(1, device=device)
+            from vidpipe.decode.cuda_driver import use_primary_context
+
+            use_primary_context(gpu)
         except Exception as exc:  # noqa: BLE001 - the first job on it reports it
             logging.getLogger(__name__).debug("CUDA on %s did not start: %s", device, exc)
     times.append(time.perf_counter())
@@ -392,11 +426,11 @@ def main() -> NoReturn:
 
     for handler in logging.getLogger().handlers:  # live streams log their URLs: never a password
         handler.addFilter(RedactingFilter())
-    if warm_for:
-        _warm_at_start(warm_for, device, processes, early)
+    if warm_for and gpu is not None:
+        _warm_at_start(warm_for, gpu, processes, early)
     times.append(time.perf_counter())
-    logger.debug("ready in %.2f s: PyTorch imported %.2f s, CUDA %.2f s, sessions %.2f s more",
-                 times[3] - times[0], times[1] - times[0], times[2] - times[1], times[3] - times[2])  # fmt: skip
+    logger.debug("ready in %.2f s: CUDA %.2f s, sessions %.2f s more", times[2] - times[0], times[1] - times[0],
+                 times[2] - times[1])  # fmt: skip
     conn.send(("hello", os.getpid()))
     try:
         told = serve(conn)

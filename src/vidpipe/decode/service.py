@@ -61,8 +61,8 @@ def decoder_service(processes: int | None = None, *, device: str = "auto",
     :data:`~vidpipe.decode.procpool.DEFAULT_PROCESSES`) up on ``device`` for the calls in the
     ``with`` block.
 
-    They start in a thread and the ``with`` statement returns at once: each child imports PyTorch
-    and opens a CUDA context (seconds; a decode meanwhile starts with threads, and they join it
+    They start in a thread and the ``with`` statement returns at once: each child starts an
+    interpreter and a CUDA context (about a second; a decode meanwhile starts with threads, and they join it
     once ready: :mod:`vidpipe.decode.proclate`). ``warm_for``: a video like the ones to come;
     each child starts its share of that kind of stream's NVDEC sessions as it starts, instead of at
     the first decode. At the block's end they stop (and are waited for), unless a decode still

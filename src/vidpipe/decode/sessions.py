@@ -179,6 +179,9 @@ class PyAVSession:
     def _copy(self, frame: Any, dst: "torch.Tensor") -> int:
         import torch
 
+        from vidpipe.decode.ipc_memory import as_torch
+
+        dst = as_torch(dst)  # (a decoder process's row of the parent's ring)
         if self.layout == "rgb":
             if self._converter is None:
                 from vidpipe.decode.rgb import FrameToRGB

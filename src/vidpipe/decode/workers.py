@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from vidpipe.decode.assemble import Written
+from vidpipe.decode.cuda_driver import DriverStream
 from vidpipe.decode.reorder import Cancelled, ReorderBuffer
 from vidpipe.decode.routing import DemuxReader, PacketReader, Routed, packet_numbers
 from vidpipe.errors import GpuMemoryError
@@ -208,8 +209,10 @@ def decode_segment(
 
 
 def on_stream(stream: Any) -> Any:
-    """``torch.cuda.stream(stream)`` (``stream`` current for the block), or a no-op for ``None``."""
-    if stream is None:
+    """``torch.cuda.stream(stream)`` (``stream`` current for the block), or a no-op for ``None``
+    and for a decoder process's :class:`~vidpipe.decode.cuda_driver.DriverStream` (its copies
+    name their stream)."""
+    if stream is None or isinstance(stream, DriverStream):
         return contextlib.nullcontext()
     import torch
 

@@ -253,7 +253,9 @@ class LiveChild:
                     state.drop("slots")
                     return None
                 st.slot = slot
-                return st.ring[slot]
+                from vidpipe.decode.ipc_memory import as_torch
+
+                return as_torch(st.ring[slot])  # (a CUDA slot is mapped without PyTorch)
         if ask:  # a ring for frames of this kind
             self._send(("live-size", st.stream_id, key, state_fields(state)))
         state.drop("startup")
