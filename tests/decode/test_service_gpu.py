@@ -30,6 +30,13 @@ def _pool(device="cuda:0"):
     return get_pool(device, None, start=False)
 
 
+def _ready(device="cuda:0"):
+    """Wait for the service's processes, which start in the background."""
+    from vidpipe.decode.procpool import START_TIMEOUT, get_pool
+
+    assert get_pool(device, None, start=False, wait_s=START_TIMEOUT) is not None
+
+
 def _gone(pids) -> bool:
     for pid in pids:
         try:
@@ -59,6 +66,7 @@ def test_calls_in_the_block_share_its_processes(make_clip):
     assert "decoder_processes" not in threads_src.extra
     with vidpipe.decoder_service(2, device="cuda", warm_for=clip.path) as svc:
         assert svc.device == "cuda:0" and svc.processes == 2 and svc.started
+        _ready()  # (a call before that starts with threads here, and they join it: test_proc_late_gpu.py)
         for _ in range(2):  # 600 frames: alone, a call decodes them with threads
             src, got = _run(clip.path)
             assert src.status == "ok" and src.extra.get("decoder_processes") == 2, src
@@ -71,6 +79,7 @@ def test_calls_in_the_block_share_its_processes(make_clip):
 def test_a_run_left_open_keeps_them_until_it_ends(make_clip):
     clip = make_clip(".mp4", frames=600, gop=10, width=640, height=360)
     with vidpipe.decoder_service(2, device="cuda"):
+        _ready()
         # a decode window of 16 frames: the decode cannot run to the end while the run waits
         run = vidpipe.detect(clip.path, device="cuda", decoder="nvdec", batch_size=16,
                              decode_buffer_bytes=16 * 640 * 360 * 3 // 2)  # fmt: skip
