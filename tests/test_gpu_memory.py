@@ -220,6 +220,9 @@ def test_summary_line():
         "gpu memory: no budget"
     )
     assert gpu_memory_text(None) == ""
+    assert "rings" not in line  # none: the decode ran in this process
+    rings = gpu_memory_text(report | {"decode_rings_mib": 150})
+    assert rings.endswith("peak reserved 700 MiB, allocated 500 MiB, decoder processes' rings 150 MiB")
     text = RunSummary(stats={"gpu_memory": report}).format_text()
     assert "gpu memory: budget 1024 MiB" in text
 

@@ -16,8 +16,10 @@ What a detection run allocates on the GPU through PyTorch's caching allocator, a
   (:class:`~vidpipe.ops.scratch.ScratchArena`, the detector's);
 - **decode**: what is left, shared among the open sources: each NVDEC decoder's frame window
   (batch buffers of NV12 frames decoded ahead of the consumer, :mod:`vidpipe.decode.parallel`;
-  with decoder processes the shared ring, :mod:`vidpipe.decode.procring`), at most the default
-  window (:func:`vidpipe.decode.nvdec.default_buffer_bytes`);
+  with decoder processes the shared ring, :mod:`vidpipe.decode.procring`: the CUDA driver's
+  allocations, not PyTorch's, each checked against the allocator's cap when it is made,
+  :mod:`vidpipe.decode.ipc_memory`), at most the default window
+  (:func:`vidpipe.decode.nvdec.default_buffer_bytes`);
 - **margin**: 10% (at least 128 MiB) for the allocator's rounding and post-processing.
 
 :func:`plan_gpu_memory` is pure arithmetic (tested on the CPU); :func:`measure_model` and

@@ -129,15 +129,21 @@ class RunMemory:
 
     def _measure(self) -> dict[str, int]:
         """With a budget: the allocator's peaks since the run started; without one (the peak
-        counters belong to the caller then): what it holds now."""
+        counters belong to the caller then): what it holds now. With both, the decoder processes'
+        rings held now (driver memory outside the allocator, :mod:`vidpipe.decode.ipc_memory`)."""
         import torch
 
+        from vidpipe.decode.ipc_memory import exported_bytes
+
+        gpu = self.device.index if self.device.index is not None else torch.cuda.current_device()
         if self.plan is not None:
             return {
                 "peak_reserved": torch.cuda.max_memory_reserved(self.device),
                 "peak_allocated": torch.cuda.max_memory_allocated(self.device),
+                "decode_rings": exported_bytes(gpu),
             }
-        return {"reserved": torch.cuda.memory_reserved(self.device), "allocated": torch.cuda.memory_allocated(self.device)}
+        return {"reserved": torch.cuda.memory_reserved(self.device), "allocated": torch.cuda.memory_allocated(self.device),
+                "decode_rings": exported_bytes(gpu)}  # fmt: skip
 
     def report(self) -> dict[str, Any] | None:
         """The summary's ``gpu_memory`` (``None`` off the GPU): the budget, the plan's parts (MiB

@@ -310,13 +310,15 @@ _STEP_ORDER = ("decode", "preprocess", "model", "postprocess")
 
 def gpu_memory_text(report: "Mapping[str, Any] | None") -> str:
     """The summary's ``gpu memory`` line from ``stats["gpu_memory"]`` (:mod:`vidpipe.pipeline_memory`):
-    the budget and its parts in MiB, and the allocator's peak."""
+    the budget and its parts in MiB, the allocator's peak and the decoder processes' rings."""
     if not report:
         return ""
     if report.get("budget_mib") is None:
         return (f"gpu memory: no budget (max_gpu_memory); {report.get('reserved_mib', '?')} MiB reserved, "
                 f"{report.get('allocated_mib', '?')} MiB allocated at the end")  # fmt: skip
     peak = f"peak reserved {report.get('peak_reserved_mib', '?')} MiB, allocated {report.get('peak_allocated_mib', '?')} MiB"
+    if report.get("decode_rings_mib"):  # the decoder processes' rings: driver memory, outside the allocator
+        peak += f", decoder processes' rings {report['decode_rings_mib']} MiB"
     parts = ", ".join(f"{k} {v.get('mib')}" for k, v in (report.get("parts") or {}).items())
     batch = report.get("batch_size")
     lowered = f" (lowered from {report.get('requested_batch_size')})" if batch != report.get("requested_batch_size") else ""

@@ -31,7 +31,7 @@ from vidpipe.decode import cuda_driver
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["ExportedBuffers", "Mappings", "MappedSlot", "DeviceRow", "as_torch", "typestr"]
+__all__ = ["ExportedBuffers", "Mappings", "MappedSlot", "DeviceRow", "as_torch", "typestr", "exported_bytes"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,9 +76,48 @@ class _Export:
             pass
 
 
+_exported_lock = threading.Lock()
+_exported_bytes: dict[int, int] = {}  # GPU ordinal -> bytes of live ring allocations in this process
+
+
+def exported_bytes(gpu: int) -> int:
+    """Bytes of ring allocations (:class:`ExportedBuffers`) alive on GPU ``gpu`` in this process:
+    GPU memory PyTorch's allocator does not see."""
+    with _exported_lock:
+        return _exported_bytes.get(gpu, 0)
+
+
+def _count(gpu: int, n: int) -> None:
+    with _exported_lock:
+        _exported_bytes[gpu] = _exported_bytes.get(gpu, 0) + n
+
+
+def _check_cap(gpu: int, nbytes: int) -> None:
+    """Raise PyTorch's out-of-memory error when ``nbytes`` more would take this process past the
+    cap on PyTorch's allocator (``torch.cuda.set_per_process_memory_fraction``: ``max_gpu_memory``,
+    :mod:`vidpipe.gpu_memory`), counting what the allocator has reserved and the rings' own
+    allocations: the ring is part of the decode's share of that budget, and the decoders back off
+    on that error (smaller batches, fewer slots) as they did when the ring was PyTorch's memory."""
+    import torch
+
+    getter = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+    fraction = float(getter(gpu)) if getter is not None else 1.0
+    if fraction >= 1.0:
+        return
+    limit = int(fraction * torch.cuda.get_device_properties(gpu).total_memory)
+    held = torch.cuda.memory_reserved(gpu) + exported_bytes(gpu)
+    if held + nbytes > limit:
+        raise torch.cuda.OutOfMemoryError(
+            f"CUDA out of memory: a decode ring buffer of {nbytes >> 20} MiB would take this process to "
+            f"{(held + nbytes) >> 20} MiB, over its cap of {limit >> 20} MiB (max_gpu_memory)"
+        )
+
+
 class ExportedBuffers:
     """The parent's side: device allocations of ``nbytes`` each on GPU ``gpu``, for one ring's
-    slots, each with its CUDA IPC handle; the ring's spares until :meth:`close`."""
+    slots, each with its CUDA IPC handle; the ring's spares until :meth:`close`. A new allocation
+    past the process's cap on PyTorch's allocator raises PyTorch's out-of-memory error
+    (:func:`_check_cap`)."""
 
     def __init__(self, gpu: int, nbytes: int) -> None:
         self.gpu = gpu
@@ -95,12 +134,14 @@ class ExportedBuffers:
         with self._lock:
             buf = self._spares.pop() if self._spares else None
         if buf is None:
+            _check_cap(self.gpu, self.nbytes)
             ptr = cuda_driver.alloc(self.gpu, self.nbytes)
             try:
                 buf = _Buffer(ptr, cuda_driver.ipc_handle(self.gpu, ptr))
             except BaseException:
                 cuda_driver.free(self.gpu, ptr)
                 raise
+            _count(self.gpu, self.nbytes)
             self.allocations += 1
         export = _Export(self, buf, shape, typestr(dtype))
         return torch.as_tensor(export, device=torch.device("cuda", self.gpu)), buf.handle
@@ -110,7 +151,11 @@ class ExportedBuffers:
             if not self._closed:
                 self._spares.append(buf)
                 return
+        self._free(buf)
+
+    def _free(self, buf: _Buffer) -> None:
         cuda_driver.free(self.gpu, buf.ptr)
+        _count(self.gpu, -self.nbytes)
 
     def close(self) -> None:
         """Free the spares now, and each allocation still viewed once its views are gone."""
@@ -118,7 +163,7 @@ class ExportedBuffers:
             self._closed = True
             spares, self._spares = self._spares, []
         for buf in spares:
-            cuda_driver.free(self.gpu, buf.ptr)
+            self._free(buf)
 
 
 class Mappings:

@@ -141,7 +141,12 @@ class Ring:
         self.device = device
         self._said_uncountable = False
         self._exported: "ExportedBuffers | None" = None  # CUDA: the slots' allocations
-        self.tensors, offsets, fd, ipc = self._alloc(slots)
+        try:
+            self.tensors, offsets, fd, ipc = self._alloc(slots)
+        except BaseException:  # (out of memory: the slots made so far are freed)
+            if self._exported is not None:
+                self._exported.close()
+            raise
         # CPU: the shared-memory files stay open while the ring lives, for a child that joins
         # later (join): the first file (every slot at first), and each renewed slot's own
         self._fd: int | None = fd
