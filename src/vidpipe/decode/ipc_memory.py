@@ -9,7 +9,10 @@ as long as any view of it). PyTorch's own CUDA IPC (``torch.multiprocessing``) w
 PyTorch in the child to open the handle; PyTorch's import costs a child 4-5 s and slows the
 parent's own start (``docs/bench/h200/torch-free-children``). An allocation whose views are all
 gone goes back to its ring's spares, for the ring's next slot: a batch the caller keeps does
-not cost an allocation and a free (which waits for the GPU) per batch.
+not cost an allocation and a free (which waits for the GPU) per batch. The process counts these
+allocations per GPU (:func:`exported_bytes`: device memory is the process's, as PyTorch's
+allocator counts its own), and a new one past the allocator's cap (``max_gpu_memory``) is an
+out-of-memory error, as it was when the ring was PyTorch's memory.
 
 A child maps a slot with :class:`Mappings` (a handle is opened once per process and closed when
 its last :class:`MappedSlot` is gone) and writes frames into its rows (:class:`DeviceRow`:
