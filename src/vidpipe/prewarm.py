@@ -30,10 +30,9 @@ failure here is only logged at debug level: the run's own call meets it again an
 
 A decoder process (:mod:`vidpipe.decode.procworker`) started for a long file asks the same NVDEC
 capabilities, then starts its share of the file's sessions. :class:`ChildPrewarm` does both in a
-thread while the process imports PyTorch, which neither needs: the sessions start on the GPU's
-primary context and streams taken from the CUDA driver (:mod:`vidpipe.decode.nvdec_early`), and
-join the process's pool as each is ready (the decoder that takes one gives it its PyTorch
-stream). ``vidpipe detect`` starts the sessions of a file it decodes in its own process the same
+thread beside the process's own start (which imported PyTorch until session 33; it imports none
+now): the sessions start on the GPU's primary context and streams taken from the CUDA driver
+(:mod:`vidpipe.decode.nvdec_early`), and join the process's pool as each is ready. ``vidpipe detect`` starts the sessions of a file it decodes in its own process the same
 way (:mod:`vidpipe.decode.prestart`). Measured in
 ``docs/bench/h200/startup-prep``, ``docs/bench/h200/child-start`` and
 ``docs/bench/h200/early-sessions``.
@@ -154,7 +153,7 @@ def _pyav_most() -> int:
 
 class ChildPrewarm:
     """A decoder process's start-up preparation for the video file ``path`` on GPU ``gpu`` (a CUDA
-    ordinal), begun in a daemon thread before PyTorch is imported (see the module docstring): the
+    ordinal), begun in a daemon thread at the process's start (see the module docstring): the
     file's probe, the NVDEC caps of its stream, then this process's share of the NVDEC sessions
     the parent's decode of it runs over ``processes`` decoder processes
     (:func:`~vidpipe.decode.procpool.sessions_per_process`), pooled as each is ready

@@ -162,7 +162,7 @@ class DecoderProcessPool:
             self._send_locks.append(threading.Lock())
 
     def _hello(self) -> None:
-        """Wait until every child has started (imported PyTorch) and said hello."""
+        """Wait until every child has started (its CUDA context and NVDEC sessions) and said hello."""
         from multiprocessing.connection import wait
 
         waiting = dict(zip(self.conns, self.procs))
