@@ -79,7 +79,9 @@ class _Export:
             pass
 
 
-_exported_lock = threading.Lock()
+# re-entrant locks: an allocation's or a mapping's end (``__del__``) may come from the garbage
+# collector inside a locked block of the same thread
+_exported_lock = threading.RLock()
 _exported_bytes: dict[int, int] = {}  # GPU ordinal -> bytes of live ring allocations in this process
 
 
@@ -126,7 +128,7 @@ class ExportedBuffers:
         self.gpu = gpu
         self.nbytes = int(nbytes)
         self._spares: list[_Buffer] = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # (see _exported_lock)
         self._closed = False
         self.allocations = 0
 
@@ -157,6 +159,9 @@ class ExportedBuffers:
         self._free(buf)
 
     def _free(self, buf: _Buffer) -> None:
+        # (no turn with CUDA graph captures, vidpipe._capture_turns: this runs from __del__, where
+        # waiting on that lock could deadlock; a kept batch of a closed ring that dies during another
+        # run's capture may make that model run eagerly, which its capture logs)
         cuda_driver.free(self.gpu, buf.ptr)
         _count(self.gpu, -self.nbytes)
 
@@ -180,7 +185,7 @@ class Mappings:
     done, and tries again."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # (see _exported_lock)
         self._open: dict[bytes, list[Any]] = {}  # handle -> [address, slots using it, GPU, ring]
         self._dropped: set[int] = set()  # rings the parent let go
 
