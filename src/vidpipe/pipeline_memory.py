@@ -137,13 +137,12 @@ class RunMemory:
 
         gpu = self.device.index if self.device.index is not None else torch.cuda.current_device()
         if self.plan is not None:
-            return {
-                "peak_reserved": torch.cuda.max_memory_reserved(self.device),
-                "peak_allocated": torch.cuda.max_memory_allocated(self.device),
-                "decode_rings": exported_bytes(gpu),
-            }
-        return {"reserved": torch.cuda.memory_reserved(self.device), "allocated": torch.cuda.memory_allocated(self.device),
-                "decode_rings": exported_bytes(gpu)}  # fmt: skip
+            out = {"peak_reserved": torch.cuda.max_memory_reserved(self.device),
+                   "peak_allocated": torch.cuda.max_memory_allocated(self.device)}  # fmt: skip
+        else:
+            out = {"reserved": torch.cuda.memory_reserved(self.device),
+                   "allocated": torch.cuda.memory_allocated(self.device)}  # fmt: skip
+        return out | {"decode_rings": exported_bytes(gpu)}
 
     def report(self) -> dict[str, Any] | None:
         """The summary's ``gpu_memory`` (``None`` off the GPU): the budget, the plan's parts (MiB

@@ -32,8 +32,8 @@ torch.zeros(1, device="cuda")
 lib = ctypes.CDLL("libcuda.so.1")
 current = ctypes.c_void_p()
 assert lib.cuCtxGetCurrent(ctypes.byref(current)) == 0
-from vidpipe.decode.nvdec_early import primary_context
-same_context = current.value == primary_context(0)
+from vidpipe.decode.cuda_driver import use_primary_context
+same_context = current.value == use_primary_context(0)
 from vidpipe.decode.nvdec import NvdecDecoder, default_workers
 from vidpipe.decode.base import DecodeOptions
 created = POOL.created

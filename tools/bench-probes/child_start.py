@@ -27,8 +27,9 @@ import time
 SESSIONS = (
     "import sys; clip = sys.argv[1] if len(sys.argv) > 1 else ''\n"
     "import PyNvVideoCodec\n"
-    "from vidpipe.decode.nvdec_early import primary_context, pool_sessions\n"
-    "primary_context(0)\n"
+    "from vidpipe.decode.cuda_driver import use_primary_context\n"
+    "from vidpipe.decode.nvdec_early import pool_sessions\n"
+    "use_primary_context(0)\n"
     "if clip:\n"
     "    from vidpipe.decode.probe import probe\n"
     "    pool_sessions(probe(clip), 0, 3)\n"

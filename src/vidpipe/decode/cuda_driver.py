@@ -6,8 +6,7 @@ copies each frame into the parent's shared ring without importing PyTorch: PyTor
 about 0.7 s (``docs/bench/h200/torch-free-children``). What it needs from CUDA instead is here:
 
 - GPU ``gpu``'s primary context (the one PyTorch's runtime binds, so everything is shared with
-  it), retained once per process and made current in a thread with :func:`use_primary_context`
-  (:func:`primary_context` retains and makes current, as :mod:`vidpipe.decode.nvdec_early` did);
+  it), retained once per process and made current in a thread with :func:`use_primary_context`;
 - streams (:func:`new_stream`, :class:`DriverStream`: a non-blocking stream and its
   synchronization);
 - device memory and its CUDA IPC handles (:func:`alloc`, :func:`free`, :func:`ipc_handle`,
@@ -28,7 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
-    "CudaDriverError", "primary_context", "use_primary_context", "pushed", "new_stream", "DriverStream", "synchronize",
+    "CudaDriverError", "use_primary_context", "pushed", "new_stream", "DriverStream", "synchronize",
     "alloc", "free", "ipc_handle", "ipc_open", "ipc_close", "IPC_HANDLE_BYTES", "ALREADY_MAPPED",
 ]  # fmt: skip
 
@@ -121,10 +120,6 @@ def use_primary_context(gpu: int) -> int:
     ctx = _retained(gpu)
     _call("cuCtxSetCurrent", ctypes.c_void_p(ctx))
     return ctx
-
-
-#: the older name (:mod:`vidpipe.decode.nvdec_early`)
-primary_context = use_primary_context
 
 
 @contextlib.contextmanager

@@ -130,7 +130,6 @@ class ExportedBuffers:
         self._spares: list[_Buffer] = []
         self._lock = threading.RLock()  # (see _exported_lock)
         self._closed = False
-        self.allocations = 0
 
     def new(self, shape: tuple[int, ...], dtype: "torch.dtype") -> "tuple[torch.Tensor, bytes]":
         """A ``shape`` ``dtype`` tensor over a spare allocation or a new one, with its IPC handle."""
@@ -147,7 +146,6 @@ class ExportedBuffers:
                 cuda_driver.free(self.gpu, ptr)
                 raise
             _count(self.gpu, self.nbytes)
-            self.allocations += 1
         export = _Export(self, buf, shape, typestr(dtype))
         return torch.as_tensor(export, device=torch.device("cuda", self.gpu)), buf.handle
 
@@ -233,16 +231,12 @@ class Mappings:
             cuda_driver.ipc_close(gpu, ptr)
         return bool(gone)
 
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._open)
-
 
 class DeviceRow:
     """``shape`` elements of type ``type_str`` at ``ptr`` on GPU ``gpu``, contiguous: one frame's
     row of a mapped slot (it keeps the slot, and so the mapping, alive)."""
 
-    __slots__ = ("ptr", "shape", "type_str", "gpu", "_keep", "__weakref__")
+    __slots__ = ("ptr", "shape", "type_str", "gpu", "_keep")
 
     def __init__(self, ptr: int, shape: tuple[int, ...], type_str: str, gpu: int, keep: Any) -> None:
         self.ptr = ptr
@@ -276,19 +270,19 @@ class MappedSlot(DeviceRow):
     ``handle`` mapped through ``mappings`` (unmapped when this object is gone, or when the ring is
     dropped); ``slot[i]`` is row ``i``."""
 
-    __slots__ = ("handle", "_mappings")
+    __slots__ = ("handle", "_mappings", "_row_bytes")
 
     def __init__(self, mappings: Mappings, gpu: int, handle: bytes, shape: tuple[int, ...], type_str: str, *,
                  ring: int) -> None:  # fmt: skip
         super().__init__(mappings.open(gpu, handle, ring), shape, type_str, gpu, None)
         self.handle = handle
         self._mappings = mappings
+        self._row_bytes = self.numel() // self.shape[0] * self.element_size()
 
     def __getitem__(self, row: int) -> DeviceRow:
         if not 0 <= row < self.shape[0]:
             raise IndexError(f"row {row} of a slot of {self.shape[0]}")
-        size = self.numel() // self.shape[0] * self.element_size()
-        return DeviceRow(self.ptr + row * size, self.shape[1:], self.type_str, self.gpu, self)
+        return DeviceRow(self.ptr + row * self._row_bytes, self.shape[1:], self.type_str, self.gpu, self)
 
     def __del__(self) -> None:
         try:

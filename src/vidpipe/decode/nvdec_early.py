@@ -28,12 +28,12 @@ import threading
 from typing import TYPE_CHECKING
 
 from vidpipe._capture_turns import driver_work
-from vidpipe.decode.cuda_driver import CudaDriverError, new_stream, primary_context
+from vidpipe.decode.cuda_driver import new_stream, use_primary_context
 
 if TYPE_CHECKING:
     from vidpipe.decode.base import StreamInfo
 
-__all__ = ["pool_sessions", "primary_context", "new_stream", "CudaDriverError"]
+__all__ = ["pool_sessions"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def pool_sessions(info: "StreamInfo", gpu: int, count: int, *, stop: "threading.
     from vidpipe.decode.nvdec import NvdecSession, primed_sessions
 
     with driver_work():  # each driver step of this thread: not during a CUDA graph's capture
-        primary_context(gpu)
+        use_primary_context(gpu)
     pooled = 0
     sessions = primed_sessions(info, count, lambda: NvdecSession(info, gpu, stream=new_stream()))
     try:
