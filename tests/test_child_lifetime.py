@@ -183,17 +183,27 @@ def test_keeper_children_outlive_the_thread_that_asked_and_end_with_the_keeper()
             procs[0].wait()
 
 
-@pytest.mark.parametrize("setpriv", [True, False], ids=["setpriv", "preexec"])
-def test_programs_die_with_the_thread_that_started_them_from_a_threaded_process(monkeypatch, setpriv):
-    """``with_parent_death``: both ways (util-linux's ``setpriv --pdeathsig``, and the
-    ``preexec_fn`` where it is missing) kill the program when the starting thread ends; busy
-    threads beside it (decoders, a model) do not hang the start."""
+@pytest.mark.parametrize("way", ["setpriv", "slow-setpriv", "preexec"])
+def test_programs_die_with_the_thread_that_started_them_from_a_threaded_process(monkeypatch, tmp_path, way):
+    """``popen_with_parent_death``: both ways (util-linux's ``setpriv --pdeathsig``, and the
+    ``preexec_fn`` where it is missing) kill the program when the starting thread ends, also
+    when it ends the moment ``Popen`` returns (``setpriv`` arms the signal later, in its own
+    process: CI once saw a program outlive its thread); busy threads beside it (decoders, a
+    model) do not hang the start. ``slow-setpriv``: a ``setpriv`` that takes 0.3 s before it arms
+    the signal, so the thread surely ends first unless the start waits for it."""
     import shutil
 
     from vidpipe.lifetime import keeper as keeper_mod
 
-    if setpriv and shutil.which("setpriv") is None:
+    setpriv = way != "preexec"
+    real = shutil.which("setpriv")
+    if setpriv and real is None:
         pytest.skip("util-linux's setpriv is not installed")
+    if way == "slow-setpriv":
+        slow = tmp_path / "setpriv"
+        slow.write_text(f'#!/bin/sh\nsleep 0.3\nexec {real} "$@"\n')
+        slow.chmod(0o755)
+        monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     if not setpriv:
         monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
     stop = threading.Event()
@@ -210,10 +220,10 @@ def test_programs_die_with_the_thread_that_started_them_from_a_threaded_process(
     def start() -> None:
         argv, preexec = keeper_mod.with_parent_death(["sleep", "60"])
         assert (argv[0].endswith("setpriv") and preexec is None) if setpriv else (argv[0] == "sleep" and preexec)
-        procs.append(__import__("subprocess").Popen(argv, preexec_fn=preexec))
+        procs.append(keeper_mod.popen_with_parent_death(["sleep", "60"]))
 
     try:
-        for _ in range(5):
+        for _ in range(3 if way == "slow-setpriv" else 20):
             t = threading.Thread(target=start)
             t.start()
             t.join(timeout=10)

@@ -32,12 +32,13 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from vidpipe.lifetime.child import LIFELINE_ENV, PARENT_ENV, PR_SET_PDEATHSIG
 
-__all__ = ["Keeper", "die_with_parent", "python_env", "reap", "with_parent_death"]
+__all__ = ["Keeper", "die_with_parent", "popen_with_parent_death", "python_env", "reap", "with_parent_death"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,15 +91,52 @@ def with_parent_death(argv: Sequence[str], sig: int = signal.SIGKILL) -> tuple[l
     the thread that starts it ends: ``setpriv --pdeathsig`` in front of ``argv`` where it is
     installed (nothing runs in Python between ``fork`` and ``exec``), else ``argv`` and
     :func:`die_with_parent`'s ``preexec_fn``. The same thread rule as :func:`die_with_parent`.
-    Unlike the ``preexec_fn``, ``setpriv`` does not check that the parent is still there once
-    the signal is armed: a parent killed in that instant (between ``fork`` and ``setpriv``'s
-    ``prctl``, microseconds) leaves the program running."""
+
+    ``setpriv`` arms the signal after ``Popen`` has returned (in its own ``exec``'d process): a
+    thread that ends in that instant (milliseconds on a loaded machine) leaves the program running
+    for good. A thread that waits for the program (:func:`subprocess.run`) may use this as is;
+    one that goes on uses :func:`popen_with_parent_death`, which returns once the signal is armed."""
     import shutil
 
     setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
     if setpriv is None:
         return list(argv), die_with_parent(sig)
     return [setpriv, f"--pdeathsig={signal.Signals(sig).name.removeprefix('SIG')}", "--", *argv], None
+
+
+def popen_with_parent_death(argv: Sequence[str], *, sig: int = signal.SIGKILL, armed_s: float = 10.0,
+                            **kwargs: Any) -> subprocess.Popen:
+    """:class:`subprocess.Popen` ``argv`` so that it gets ``sig`` when the calling thread ends
+    (:func:`with_parent_death`), returning only once the signal is armed: with ``setpriv``, once
+    it has run the program (its ``prctl`` comes before that ``exec``: the process's command line
+    no longer holds ``--pdeathsig``), or has exited. Waits ``armed_s`` seconds at most, then logs
+    a warning. Other keyword arguments go to ``Popen`` (not ``preexec_fn``)."""
+    args, preexec = with_parent_death(argv, sig)
+    proc = subprocess.Popen(args, preexec_fn=preexec, **kwargs)
+    if preexec is None and args[:1] != list(argv[:1]):
+        _wait_until_exec(proc, args[1].encode(), armed_s)
+    return proc
+
+
+def _wait_until_exec(proc: subprocess.Popen, launcher_flag: bytes, timeout: float) -> None:
+    """Wait until ``proc``'s command line no longer holds ``launcher_flag`` (the launcher has run
+    the program), or it has exited."""
+    deadline = time.monotonic() + timeout
+    delay = 0.0002
+    while proc.poll() is None:
+        try:
+            with open(f"/proc/{proc.pid}/cmdline", "rb") as f:
+                fields = f.read().split(b"\0")
+        except OSError:
+            return  # exited between the two looks, or /proc is not there: nothing to wait for
+        if launcher_flag not in fields:
+            return
+        if time.monotonic() > deadline:
+            logger.warning("%s (pid %d) had not started its program after %.0f s: the parent-death signal"
+                           " may not be armed", proc.args[0], proc.pid, timeout)
+            return
+        time.sleep(delay)
+        delay = min(delay * 2, 0.01)
 
 
 class Keeper:
@@ -127,17 +165,13 @@ class Keeper:
         go to ``Popen`` (not ``preexec_fn``)."""
         env = dict(os.environ if env is None else env)
         fds = tuple(pass_fds)
-        preexec = None
-        args = list(argv)
-        if python:
-            watch = self._pipe()
-            env[PARENT_ENV], env[LIFELINE_ENV] = str(os.getpid()), str(watch)
-            fds += (watch,)
-        else:
+        if not python:
             env.pop(PARENT_ENV, None)
             env.pop(LIFELINE_ENV, None)
-            args, preexec = with_parent_death(args)
-        return self.call(lambda: subprocess.Popen(args, env=env, pass_fds=fds, preexec_fn=preexec, **kwargs))
+            return self.call(lambda: popen_with_parent_death(argv, env=env, pass_fds=fds, **kwargs))
+        watch = self._pipe()
+        env[PARENT_ENV], env[LIFELINE_ENV] = str(os.getpid()), str(watch)
+        return self.call(lambda: subprocess.Popen(list(argv), env=env, pass_fds=fds + (watch,), **kwargs))
 
     def call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on the keeper's thread (start children there); its result or its error."""
