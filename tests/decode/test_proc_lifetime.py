@@ -148,7 +148,7 @@ def clip(make_clip):
 @pytest.mark.slow
 def test_children_die_with_a_killed_parent(clip):
     """``kill -9`` three times (races), ``SIGTERM``, a normal exit mid-run, a kill while the
-    children are still starting (importing PyTorch), and a kill while a process the parent forked
+    children are still starting, and a kill while a process the parent forked
     lives on (it must not keep the children alive)."""
     took = [trial("run", "pyav", clip.path, signal.SIGKILL) for _ in range(3)]
     took.append(trial("run", "pyav", clip.path, signal.SIGTERM))

@@ -518,8 +518,9 @@ def test_a_lost_segment_longer_than_the_ring_does_not_stall_it(make_clip, tmp_pa
 
 
 def test_a_decoder_process_starts_without_pytorch(make_clip):
-    """A child loads PyTorch only for work that needs it (here: a PyAV job's CPU ring); its start,
-    up to its hello, loads none (an NVDEC child never does: test_torch_free_children_gpu.py)."""
+    """A child loads no PyTorch to start, nor for a PyAV job (its rows go into NumPy views of the
+    parent's CPU ring; an NVDEC child's into the GPU ring through the driver:
+    test_torch_free_children_gpu.py)."""
     close_pools()
     pool = get_pool("cpu", 1, start=True)
     pid = pool.procs[0].pid
@@ -530,4 +531,4 @@ def test_a_decoder_process_starts_without_pytorch(make_clip):
     assert same(frames(dec), reference(clip.path))
     assert dec.stats()["processes"] == 1 and pool.procs[0].pid == pid
     with open(f"/proc/{pid}/maps") as f:
-        assert "libtorch" in f.read()  # the job's ring: CPU tensors
+        assert "libtorch" not in f.read()

@@ -419,21 +419,11 @@ class PyAVParallelDecoder(SegmentParallelDecoder):
     ) -> None:
         import torch
 
-        from vidpipe.decode.demux import Demuxer
         from vidpipe.decode.probe import probe
-        from vidpipe.decode.sessions import PyAVSession
         from vidpipe.device import resolve_device
 
         info = source if isinstance(source, StreamInfo) else probe(source)
-        cores = os.cpu_count() or 2
-        k = workers if workers is not None else max(2, cores // 4)
-        per = threads if threads is not None else max(1, cores // k)
-        with Demuxer(info.location) as dmx:
-            extradata = dmx.extradata
-
-        def session(worker: int) -> PyAVSession:
-            return PyAVSession(info, layout="rgb", extradata=extradata, threads=per)
-
+        k, per, session = _pyav_sessions(info, workers, threads)
         self.processes = check_range("processes", processes, low=0, high=MAX_DECODER_PROCESSES, integer=True)
         self.threads = per
 
@@ -466,3 +456,29 @@ class PyAVParallelDecoder(SegmentParallelDecoder):
 
     def _process_settings(self) -> dict:
         return {"threads": self.threads}
+
+
+def _pyav_sessions(info: StreamInfo, workers: int | None, threads: int | None) -> tuple[int, int, SessionFactory]:
+    """``(sessions, FFmpeg threads per session, factory)`` of a PyAV segment decode of ``info``
+    (RGB rows): by default a quarter of the cores' sessions (at least two), sharing the cores."""
+    from vidpipe.decode.demux import Demuxer
+    from vidpipe.decode.sessions import PyAVSession
+
+    cores = os.cpu_count() or 2
+    k = workers if workers is not None else max(2, cores // 4)
+    per = threads if threads is not None else max(1, cores // k)
+    with Demuxer(info.location) as dmx:
+        extradata = dmx.extradata
+
+    def session(worker: int) -> PyAVSession:
+        return PyAVSession(info, layout="rgb", extradata=extradata, threads=per)
+
+    return k, per, session
+
+
+def pyav_process_pass(info: StreamInfo, *, options: DecodeOptions, workers: int, threads: int,
+                      stream_id: int) -> SegmentState:  # fmt: skip
+    """What a decoder process decodes one PyAV job with, without PyTorch: the pass's state and
+    its PyAV sessions, writing RGB rows into the parent's CPU ring (NumPy views of it)."""
+    _, _, session = _pyav_sessions(info, workers, threads)
+    return SegmentState(info, options=options, session_factory=session, workers=workers, stream_id=stream_id)

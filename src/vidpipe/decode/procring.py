@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from vidpipe.ops.pool import _use_count
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
     from vidpipe.decode.ipc_memory import ExportedBuffers, Mappings
@@ -46,8 +47,8 @@ def share_slot(tensor: "torch.Tensor", offset: int = 0, handle: bytes | None = N
 def open_slots(handles: list[Any], fd: int | None, mappings: "Mappings | None" = None, ring: int = 0) -> list[Any]:
     """The child's views of shared batch buffers (see :func:`share_slot`): CUDA ones as
     :class:`~vidpipe.decode.ipc_memory.MappedSlot` objects of ring ``ring`` mapped through
-    ``mappings`` (no PyTorch), CPU ones as tensors over the file open as ``fd`` (received with the
-    message; the caller closes it)."""
+    ``mappings`` (no PyTorch), CPU ones as NumPy arrays over the file open as ``fd`` (received
+    with the message; the caller closes it; no PyTorch either)."""
     mapping = _map(fd) if fd is not None else None
     out: list[Any] = []
     for h in handles:
@@ -60,7 +61,7 @@ def open_slots(handles: list[Any], fd: int | None, mappings: "Mappings | None" =
             out.append(MappedSlot(mappings, gpu, handle, shape, type_str, ring=ring))
         else:
             _, offset, shape, dtype = h
-            out.append(_view(mapping, offset, shape, dtype))
+            out.append(_array(mapping, offset, shape, dtype))
     return out
 
 
@@ -71,15 +72,21 @@ def _map(fd: int) -> Any:
     return mmap.mmap(fd, os.fstat(fd).st_size)
 
 
-def _view(mapping: Any, offset: int, shape: tuple[int, ...], dtype: str) -> "torch.Tensor":
-    """A CPU tensor over bytes ``offset...`` of ``mapping`` (the mapping lives as long as the
-    tensor and its views); each view has its own storage, so its use count tells whether it was
-    kept (:meth:`Ring.renew_if_kept`)."""
+def _array(mapping: Any, offset: int, shape: tuple[int, ...], dtype: str) -> "np.ndarray":
+    """A NumPy array over bytes ``offset...`` of ``mapping`` (the mapping lives as long as the
+    array and its views)."""
     import numpy as np
-    import torch
 
     n = int(np.prod(shape))
-    return torch.from_numpy(np.frombuffer(mapping, dtype=getattr(np, dtype), count=n, offset=offset).reshape(shape))
+    return np.frombuffer(mapping, dtype=getattr(np, dtype), count=n, offset=offset).reshape(shape)
+
+
+def _view(mapping: Any, offset: int, shape: tuple[int, ...], dtype: str) -> "torch.Tensor":
+    """A CPU tensor over bytes ``offset...`` of ``mapping`` (the parent's slot); each view has its
+    own storage, so its use count tells whether it was kept (:meth:`Ring.renew_if_kept`)."""
+    import torch
+
+    return torch.from_numpy(_array(mapping, offset, shape, dtype))
 
 
 def anonymous_shm(nbytes: int) -> int:

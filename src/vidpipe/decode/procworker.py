@@ -21,15 +21,16 @@ or the parent goes away (by any signal: :mod:`vidpipe.decode.proclife`). One job
 
 Messages are tuples ``(kind, job, ...)``; see :mod:`vidpipe.decode.procpool` for the parent side.
 
-**No PyTorch for NVDEC.** The process starts its GPU's primary context and its NVDEC sessions
+**No PyTorch for files.** The process starts its GPU's primary context and its NVDEC sessions
 through the CUDA driver (:mod:`vidpipe.decode.cuda_driver`, :mod:`vidpipe.decode.nvdec_early`),
 decodes an NVDEC job with a bare :class:`~vidpipe.decode.segment_state.SegmentState` whose
 sessions run on driver streams, and copies each frame into the ring with one driver call
 (:mod:`vidpipe.decode.nvdec_copy`). So it never imports PyTorch for a file's NVDEC decode: ready
 in about 1.3 s instead of 4.5-5.4 s, and the command that started it imports PyTorch about 0.7 s
 sooner (an H200, 4 such processes beside the command, ``docs/bench/h200/torch-free-children``).
+A PyAV job writes its RGB rows into NumPy views of the parent's CPU ring, without PyTorch too.
 PyTorch is imported only where it is used: a segment NVDEC fails on, decoded again by PyAV and
-uploaded; PyAV jobs (CPU shared memory) and live streams.
+uploaded; live streams.
 """
 
 from __future__ import annotations
@@ -242,7 +243,8 @@ def gpu_of(device: str | None) -> int:
 
 def _decoder(spec: "ProcessJob") -> Any:
     """What the segment code decodes with and counts into (its settings, sessions and counters):
-    for NVDEC a pass's bare state, without PyTorch; for PyAV its decoder (not iterated)."""
+    a pass's bare state, without PyTorch (NVDEC sessions, or PyAV ones writing into NumPy views
+    of a CPU ring)."""
     info, plan = spec.info, spec.plan
     common = {"options": spec.options, "stream_id": spec.stream_id}
     if spec.kind == "nvdec":
@@ -250,9 +252,9 @@ def _decoder(spec: "ProcessJob") -> Any:
 
         dec = process_pass(info, gpu_of(spec.device), workers=spec.sessions, fallback=spec.fallback, **common)
     elif spec.kind == "pyav":
-        from vidpipe.decode.parallel import PyAVParallelDecoder
+        from vidpipe.decode.parallel import pyav_process_pass
 
-        dec = PyAVParallelDecoder(info, device="cpu", workers=spec.sessions, threads=spec.threads, **common)
+        dec = pyav_process_pass(info, workers=spec.sessions, threads=spec.threads, **common)
     else:
         raise ValueError(f"unknown decoder kind {spec.kind!r}")
     dec.prepare(plan)

@@ -5,8 +5,8 @@
 through :class:`~vidpipe.decode.segment_job.SegmentJob`: the stream, the frame selection, the
 session factories, the plan, the frame metadata it makes and the counters and errors the pass
 reports. :class:`~vidpipe.decode.parallel.SegmentParallelDecoder` is one, with the batch buffers,
-the planning and the iteration on top; a decoder process running NVDEC sessions
-(:mod:`vidpipe.decode.procworker`) makes a bare one, so it decodes without importing PyTorch.
+the planning and the iteration on top; a decoder process (:mod:`vidpipe.decode.procworker`)
+makes a bare one for its NVDEC or PyAV sessions, so it decodes without importing PyTorch.
 """
 
 from __future__ import annotations

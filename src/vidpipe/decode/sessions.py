@@ -25,6 +25,7 @@ from vidpipe.decode.base import StreamInfo
 from vidpipe.errors import DecodeError
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
     from vidpipe.decode.segments import Segment
@@ -176,38 +177,28 @@ class PyAVSession:
         finally:
             self._cc.flush_buffers()
 
-    def _copy(self, frame: Any, dst: "torch.Tensor") -> int:
+    def _copy(self, frame: Any, dst: Any) -> int:
+        """Write ``frame`` into ``dst``: a row of a batch (a tensor on the CPU or a GPU, a
+        decoder process's row of a GPU ring) or a NumPy array (a decoder process's row of a CPU
+        ring: no PyTorch there)."""
+        import numpy as np
+
+        if isinstance(dst, np.ndarray):
+            self._write_host(frame, dst)
+            return 0
         import torch
 
         from vidpipe.decode.ipc_memory import as_torch
 
-        dst = as_torch(dst)  # (a decoder process's row of the parent's ring)
+        dst = as_torch(dst)  # (a decoder process's row of the parent's GPU ring)
+        if dst.device.type == "cpu":
+            self._write_host(frame, dst.numpy())
+            return 0
         if self.layout == "rgb":
-            if self._converter is None:
-                from vidpipe.decode.rgb import FrameToRGB
-
-                self._converter = FrameToRGB(self.info)
-            if (frame.height, frame.width) != tuple(dst.shape[1:]):
-                raise DecodeError(
-                    f"{self.info.source}: frame size changed to {frame.width}x{frame.height} "
-                    f"(expected {dst.shape[2]}x{dst.shape[1]}); decode this file with decoder='pyav'"
-                )
-            if dst.device.type == "cpu":
-                self._converter(frame, dst.numpy())
-                return 0
-            host = torch.empty(tuple(dst.shape), dtype=torch.uint8)
-            self._converter(frame, host.numpy())
-            src = host
+            src = torch.empty(tuple(dst.shape), dtype=torch.uint8)
+            self._write_host(frame, src.numpy())
         else:
-            src = torch.from_numpy(yuv_frame_to_nv12(frame))
-            if tuple(src.shape) != tuple(dst.shape) or src.dtype != dst.dtype:
-                raise DecodeError(
-                    f"{self.info.source}: frame {tuple(src.shape)} {src.dtype} does not fit the batch "
-                    f"row {tuple(dst.shape)} {dst.dtype} (size change mid-stream?)"
-                )
-            if dst.device.type == "cpu":
-                dst.copy_(src)
-                return 0
+            src = torch.from_numpy(self._nv12(frame, tuple(dst.shape), str(dst.dtype).removeprefix("torch.")))
         if self.stream is not None:
             with torch.cuda.stream(self.stream):
                 dst.copy_(src)
@@ -216,6 +207,33 @@ class PyAVSession:
         n = src.numel() * src.element_size()
         self.bytes_h2d += n
         return n
+
+    def _write_host(self, frame: Any, out: "np.ndarray") -> None:
+        """``frame`` into the host array ``out`` in this session's layout (RGB ``(3, H, W)``
+        uint8, or NV12/P016 ``(H*3/2, W)``); a frame that does not fit is a DecodeError."""
+        if self.layout == "rgb":
+            if self._converter is None:
+                from vidpipe.decode.rgb import FrameToRGB
+
+                self._converter = FrameToRGB(self.info)
+            if (frame.height, frame.width) != tuple(out.shape[1:]):
+                raise DecodeError(
+                    f"{self.info.source}: frame size changed to {frame.width}x{frame.height} "
+                    f"(expected {out.shape[2]}x{out.shape[1]}); decode this file with decoder='pyav'"
+                )
+            self._converter(frame, out)
+            return
+        out[...] = self._nv12(frame, out.shape, out.dtype.name)
+
+    def _nv12(self, frame: Any, shape: tuple[int, ...], dtype: str) -> "np.ndarray":
+        """``frame`` as an NV12/P016 array that must have ``shape`` and ``dtype`` (a row's)."""
+        src = yuv_frame_to_nv12(frame)
+        if src.shape != tuple(shape) or src.dtype.name != dtype:
+            raise DecodeError(
+                f"{self.info.source}: frame {src.shape} {src.dtype} does not fit the batch "
+                f"row {tuple(shape)} {dtype} (size change mid-stream?)"
+            )
+        return src
 
     def close(self) -> None:
         self._cc = None
