@@ -9,24 +9,6 @@ import sys
 from media import make_video
 
 
-def test_startup_bench_times_the_command_against_the_floor(tmp_path):
-    clip = make_video(tmp_path / "clip.mp4", width=160, height=96, frames=12, fps=12)
-    p = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "startup", str(clip.path), "--device", "cpu",
-                        "--repeat", "1", "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
-    report = json.loads((tmp_path / "out" / "bench_startup.json").read_text())
-    floor, detect = report["rows"]
-    assert (floor["peer"], detect["peer"]) == ("floor", "vidpipe-detect")
-    assert 0 < floor["wall_s"] and detect["frames"] == 12 and detect["decoder"] == "pyav"
-    assert 0 < detect["first_result_s"] < detect["wall_s"]  # the summary's own time is inside the command's
-    assert abs(detect["over_floor_s"] - (detect["wall_s"] - floor["wall_s"])) <= 0.011  # (each rounded to 0.01)
-    target = report["meta"]["targets"]["clip.mp4"]["vidpipe-detect"]
-    assert target["target_s"] == 2.0 and target["within_floor_plus_2s"] == (detect["over_floor_s"] <= 2.0)
-    assert detect["rate_fps"] > 0 and detect["decoder_processes"] == "0"  # PyAV on the CPU: no processes
-    assert (tmp_path / "out" / "bench_startup.png").stat().st_size > 0
-    assert "vidpipe-detect" in p.stdout
-
-
 def test_a_missing_input_is_a_clear_error(tmp_path):
     p = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "startup", str(tmp_path / "nope.mp4"), "--device",
                         "cpu", "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
@@ -34,34 +16,39 @@ def test_a_missing_input_is_a_clear_error(tmp_path):
 
 
 def _startup_report(tmp_path, *options: str) -> dict:
-    """``vidpipe bench startup`` of a 12-frame clip on the CPU, once, with ``options``: its report."""
+    """``vidpipe bench startup`` of a 12-frame clip on the CPU, once, with ``options``: its report
+    (the command printed its table)."""
     clip = make_video(tmp_path / "clip.mp4", width=160, height=96, frames=12, fps=12)
     p = subprocess.run([sys.executable, "-m", "vidpipe", "bench", "startup", str(clip.path), "--device", "cpu",
                         "--repeat", "1", *options, "--out", str(tmp_path / "out")],
                        capture_output=True, text=True, timeout=300)  # fmt: skip
     assert p.returncode == 0, p.stderr
+    assert "vidpipe-detect" in p.stdout
     return json.loads((tmp_path / "out" / "bench_startup.json").read_text())
 
 
-def test_one_series_per_decoder_processes_value(tmp_path):
-    report = _startup_report(tmp_path, "--decoder-processes", "auto,0", "--versus-bench")
-    assert [r["peer"] for r in report["rows"]] == ["floor", "vidpipe-detect", "vidpipe-detect (0 processes)"]
-    assert all(r["frames"] == 12 for r in report["rows"][1:])
-    assert "bench_fps" not in report["meta"]["targets"]["clip.mp4"]["vidpipe-detect"]  # the bench rate is a GPU's
-
-
-def test_the_api_series_runs_the_same_input_from_a_script(tmp_path):
-    """``--api``: each run also through ``vidpipe.detect`` in a fresh Python process (the README's
-    quick start), with the command's columns: the same frames and detections as the command's."""
-    report = _startup_report(tmp_path, "--api", "--decoder-processes", "auto,0")
+def test_startup_bench_times_the_command_and_the_api_against_the_floor(tmp_path):
+    """The command (one series per ``--decoder-processes`` value) and, with ``--api``, each run
+    also through ``vidpipe.detect`` in a fresh Python process (the README's quick start), with the
+    command's columns: the same frames and detections as the command's; the floor beside them."""
+    report = _startup_report(tmp_path, "--api", "--decoder-processes", "auto,0", "--versus-bench")
     rows = {r["peer"]: r for r in report["rows"]}
     assert list(rows) == ["floor", "vidpipe-detect", "vidpipe-detect (0 processes)", "vidpipe.detect",
                           "vidpipe.detect (0 processes)"]  # fmt: skip
-    cli, api = rows["vidpipe-detect"], rows["vidpipe.detect"]
-    assert api["frames"] == cli["frames"] == 12 and api["detections"] == cli["detections"]
+    floor, cli, api = rows["floor"], rows["vidpipe-detect"], rows["vidpipe.detect"]
+    assert all(r["frames"] == 12 for r in report["rows"][1:])
+    assert 0 < floor["wall_s"] and cli["decoder"] == "pyav"
+    assert 0 < cli["first_result_s"] < cli["wall_s"]  # the summary's own time is inside the command's
+    assert abs(cli["over_floor_s"] - (cli["wall_s"] - floor["wall_s"])) <= 0.011  # (each rounded to 0.01)
+    target = report["meta"]["targets"]["clip.mp4"]["vidpipe-detect"]
+    assert target["target_s"] == 2.0 and target["within_floor_plus_2s"] == (cli["over_floor_s"] <= 2.0)
+    assert "bench_fps" not in target  # the bench rate is a GPU's
+    assert cli["rate_fps"] > 0 and cli["decoder_processes"] == "0"  # PyAV on the CPU: no processes
+    assert api["detections"] == cli["detections"]
     assert api["decoder"] == "pyav" and api["rate_fps"] > 0 and 0 < api["first_result_s"] < api["wall_s"]
     assert "decoder_processes=0" in rows["vidpipe.detect (0 processes)"]["note"]
     assert report["meta"]["targets"]["clip.mp4"]["vidpipe.detect"]["target_s"] == 2.0
+    assert (tmp_path / "out" / "bench_startup.png").stat().st_size > 0
 
 
 def test_copies_run_several_files_at_once(tmp_path):
