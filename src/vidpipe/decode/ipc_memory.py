@@ -292,10 +292,14 @@ class MappedSlot(DeviceRow):
 
 
 def as_torch(x: Any) -> "torch.Tensor":
-    """``x`` as a PyTorch tensor: itself if it is one, else a view of a :class:`DeviceRow` or
+    """``x`` as a PyTorch tensor: itself if it is one, a CPU tensor sharing a NumPy array's
+    memory (a decoder process's row of a CPU ring), else a view of a :class:`DeviceRow` or
     :class:`MappedSlot` (the view keeps it, and so its mapping, alive)."""
+    import numpy as np
     import torch
 
     if isinstance(x, torch.Tensor):
         return x
+    if isinstance(x, np.ndarray):
+        return torch.from_numpy(x)
     return torch.as_tensor(x, device=torch.device("cuda", x.gpu))

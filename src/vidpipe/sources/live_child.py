@@ -255,7 +255,7 @@ class LiveChild:
                 st.slot = slot
                 from vidpipe.decode.ipc_memory import as_torch
 
-                return as_torch(st.ring[slot])  # (a CUDA slot is mapped without PyTorch)
+                return as_torch(st.ring[slot])  # (slots are mapped without PyTorch: NumPy or CUDA)
         if ask:  # a ring for frames of this kind
             self._send(("live-size", st.stream_id, key, state_fields(state)))
         state.drop("startup")
