@@ -223,7 +223,7 @@ def test_programs_die_with_the_thread_that_started_them_from_a_threaded_process(
         procs.append(keeper_mod.popen_with_parent_death(["sleep", "60"]))
 
     try:
-        for _ in range(3 if way == "slow-setpriv" else 20):
+        for _ in range(3 if way == "slow-setpriv" else 5):
             t = threading.Thread(target=start)
             t.start()
             t.join(timeout=10)
