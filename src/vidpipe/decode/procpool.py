@@ -8,17 +8,17 @@ processes gives each its own GIL; the frames still never leave the GPU: the chil
 into batch buffers the parent allocated and shared through CUDA IPC (CPU shared memory for the
 CPU backend), and only frame numbers travel back.
 
-The pool starts its children once (about a second: interpreter, PyAV, on a GPU its CUDA
-context; no PyTorch) and keeps them for every later decode in the process, like the NVDEC
-session pool; each child keeps its own pooled sessions. Decodes take its children in disjoint leases (:meth:`DecoderProcessPool.lease`,
-:class:`~vidpipe.decode.proclease.Lease`): a run of several files shares them out (each file
-``ceil(processes / files at once)``, ``DecodeOptions.files_at_once``), and a decode that finds no
-child free uses threads. :func:`start_in_background` starts a pool from a
-thread of its own (``vidpipe detect`` does, beside its own start: :mod:`vidpipe.decode.prestart`);
-a decode that finds it starting begins with threads and the children join it once ready
-(:class:`~vidpipe.decode.proclate.LateLease`), or waits for it (``wait_s`` of :func:`get_pool`).
-Children are plain subprocesses, not ``multiprocessing`` workers, so a user's
-script is never re-imported.
+The pool starts its children once (about a second: interpreter, PyAV, on a GPU its CUDA context;
+no PyTorch) and keeps them for every later decode in the process, like the NVDEC session pool;
+each child keeps its own pooled sessions. Decodes take its children in disjoint leases
+(:meth:`DecoderProcessPool.lease`, :class:`~vidpipe.decode.proclease.Lease`): a run of several
+files shares them out (each file ``ceil(processes / files at once)``,
+``DecodeOptions.files_at_once``), and a decode that finds no child free uses threads.
+:func:`start_in_background` starts a pool from a thread of its own (``vidpipe detect`` does,
+beside its own start: :mod:`vidpipe.decode.prestart`); a decode that finds it starting begins with
+threads and the children join it once ready (:class:`~vidpipe.decode.proclate.LateLease`), or
+waits for it (``wait_s`` of :func:`get_pool`). Children are plain subprocesses, not
+``multiprocessing`` workers, so a user's script is never re-imported.
 
 Nothing of a pool has a name another run could collide with or that a killed parent leaves
 behind: each child talks over its own socket pair (inherited, no socket file), the CPU ring is
