@@ -8,11 +8,11 @@ processes gives each its own GIL; the frames still never leave the GPU: the chil
 into batch buffers the parent allocated and shared through CUDA IPC (CPU shared memory for the
 CPU backend), and only frame numbers travel back.
 
-The pool starts its children once (about a second: interpreter, PyAV, on a GPU its CUDA context;
-no PyTorch) and keeps them for every later decode in the process, like the NVDEC session pool;
-each child keeps its own pooled sessions. Decodes take its children in disjoint leases
-(:meth:`DecoderProcessPool.lease`, :class:`~vidpipe.decode.proclease.Lease`): a run of several
-files shares them out (each file ``ceil(processes / files at once)``,
+The pool starts its children once (the interpreter and PyAV, on a GPU also its CUDA context, no
+PyTorch: about 1.3 s on an H200) and keeps them for every later decode in the process, like the
+NVDEC session pool; each child keeps its own pooled sessions. Decodes take its children in
+disjoint leases (:meth:`DecoderProcessPool.lease`, :class:`~vidpipe.decode.proclease.Lease`): a
+run of several files shares them out (each file ``ceil(processes / files at once)``,
 ``DecodeOptions.files_at_once``), and a decode that finds no child free uses threads.
 :func:`start_in_background` starts a pool from a thread of its own (``vidpipe detect`` does,
 beside its own start: :mod:`vidpipe.decode.prestart`); a decode that finds it starting begins with
