@@ -267,24 +267,52 @@ class DeviceRow:
 
 class MappedSlot(DeviceRow):
     """A child's view of one slot ``(B, *row)`` of ring ``ring``: the parent's allocation
-    ``handle`` mapped through ``mappings`` (unmapped when this object is gone, or when the ring is
-    dropped); ``slot[i]`` is row ``i``."""
+    ``handle``, mapped through ``mappings`` at its first use (:meth:`map`; unmapped when this
+    object is gone, or when the ring is dropped); ``slot[i]`` is row ``i``.
 
-    __slots__ = ("handle", "_mappings", "_row_bytes")
+    Mapped when first used, not when the ring comes: a child maps about 7 ms per GiB (an H200;
+    4 children mapping a 4.4 GiB ring at once took 0.09-0.10 s each), which at the ring's arrival
+    came before the job's first frame, in a fresh command's run clock. A decoding thread now maps
+    the slot it writes into, so the job starts at once and the rest is mapped as the decode
+    reaches it (``tools/bench-probes/ipc_map_cost.py``)."""
+
+    __slots__ = ("handle", "_mappings", "_row_bytes", "_ring", "_mapped", "_lock")
 
     def __init__(self, mappings: Mappings, gpu: int, handle: bytes, shape: tuple[int, ...], type_str: str, *,
                  ring: int) -> None:  # fmt: skip
-        super().__init__(mappings.open(gpu, handle, ring), shape, type_str, gpu, None)
+        super().__init__(0, shape, type_str, gpu, None)
         self.handle = handle
         self._mappings = mappings
+        self._ring = ring
+        self._mapped = False
+        self._lock = threading.Lock()
         self._row_bytes = self.numel() // self.shape[0] * self.element_size()
+
+    def map(self) -> int:
+        """The slot's address in this process, mapping the allocation at the first call (once,
+        whichever thread comes first)."""
+        if not self._mapped:
+            with self._lock:
+                if not self._mapped:
+                    self.ptr = self._mappings.open(self.gpu, self.handle, self._ring)
+                    self._mapped = True
+        return self.ptr
+
+    def data_ptr(self) -> int:
+        return self.map()
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return _interface(self.map(), self.shape, self.type_str)
 
     def __getitem__(self, row: int) -> DeviceRow:
         if not 0 <= row < self.shape[0]:
             raise IndexError(f"row {row} of a slot of {self.shape[0]}")
-        return DeviceRow(self.ptr + row * self._row_bytes, self.shape[1:], self.type_str, self.gpu, self)
+        return DeviceRow(self.map() + row * self._row_bytes, self.shape[1:], self.type_str, self.gpu, self)
 
     def __del__(self) -> None:
+        if not self._mapped:
+            return
         try:
             self._mappings.close(self.handle)
         except Exception:  # noqa: BLE001 - interpreter shutdown: the process's end unmaps it

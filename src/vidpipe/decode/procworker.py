@@ -6,7 +6,8 @@ re-imported); it talks to the parent over an inherited socket and serves jobs un
 or the parent goes away (by any signal: :mod:`vidpipe.decode.proclife`). One job at a time:
 
 - the parent sends the ring of batch buffers once (``ring``: CUDA allocations' IPC handles,
-  mapped here without PyTorch by :mod:`vidpipe.decode.ipc_memory`, or CPU shared memory), then a
+  each mapped here, without PyTorch, when a job first writes into it:
+  :class:`~vidpipe.decode.ipc_memory.MappedSlot`; or CPU shared memory), then a
   ``job`` (stream, plan, options, session count) and the segments this process is to decode
   (``seg``), a few ahead, in stream order;
 - ``sessions`` threads here each take the next segment, decode it with the same code as the
@@ -79,6 +80,8 @@ class ChildJob:
         self.extra: list[threading.Thread] = []  # threads of segments decoded again (redo)
         # NVDEC: the GPU whose primary context each decoding thread makes current (driver streams)
         self.gpu = gpu_of(spec.device) if spec.kind == "nvdec" else None
+        self.received = time.perf_counter()  # (the debug log's times of the job's first frames)
+        self.reported = False
         self.dec = _decoder(spec)
 
     # --------------------------------------------------------------------------- the ring gate
@@ -111,6 +114,10 @@ class ChildJob:
 
     def put_many(self, records: list) -> None:
         self.send(("frames", self.id, [(p, w.meta.index, w.meta.pts) for p, w in records]))
+        if not self.reported:
+            self.reported = True
+            logger.debug("job %d: first frames reported %.3f s after it came", self.id,
+                         time.perf_counter() - self.received)  # fmt: skip
 
     def skip(self, start: int, end: int) -> None:
         """Positions in ``[start, end)`` not reported will not come (``gap``: the parent skips them)."""
@@ -305,7 +312,7 @@ def serve(conn: Any) -> bool:
                 live = LiveChild(send, rings)
             live.handle(msg)
             continue
-        if kind == "ring":
+        if kind == "ring":  # (a CUDA slot is mapped when a job first writes into it)
             rings[msg[1]] = _open_ring(conn, msg[1], msg[2], mappings)
         elif kind == "slot":  # one slot of a ring replaced (the parent's caller kept a batch)
             rings[msg[1]][msg[2]] = _open_ring(conn, msg[1], [msg[3]], mappings)[0]
