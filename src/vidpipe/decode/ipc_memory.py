@@ -311,7 +311,7 @@ class MappedSlot(DeviceRow):
         return DeviceRow(self.map() + row * self._row_bytes, self.shape[1:], self.type_str, self.gpu, self)
 
     def __del__(self) -> None:
-        if not self._mapped:
+        if not getattr(self, "_mapped", False):  # (never used: nothing to unmap)
             return
         try:
             self._mappings.close(self.handle)
